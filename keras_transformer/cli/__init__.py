@@ -1,0 +1,65 @@
+"""`keras-transformer` (and `python -m keras_transformer`): one CLI, one module per subcommand.
+
+Each subcommand module defines `HELP` (one line), `EXAMPLE` (a command line), `add_arguments(
+parser)` and `run(args) -> int`. Modules are imported only when their command runs, so that
+`keras-transformer info` starts without TensorFlow.
+"""
+
+import argparse
+import importlib
+import sys
+
+from keras_transformer.errors import UserInputError
+
+# name -> module under keras_transformer.cli; the order is the order of `--help`.
+COMMANDS = {
+    "vocab": "vocab",
+    "info": "info",
+}
+
+_HELP = {
+    "vocab": "train the shared source-target SentencePiece vocabulary (paper 5.1)",
+    "info": "print parameter counts of presets (paper Table 3)",
+}
+
+
+def _load(name):
+    return importlib.import_module(f"keras_transformer.cli.{COMMANDS[name]}")
+
+
+def build_parser(argv_command=None):
+    parser = argparse.ArgumentParser(
+        prog="keras-transformer",
+        description="The Transformer of 'Attention Is All You Need' (Vaswani et al., 2017).",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        if name == argv_command:
+            module = _load(name)
+            sub = subparsers.add_parser(
+                name,
+                help=module.HELP,
+                description=module.HELP,
+                epilog=f"example:\n  {module.EXAMPLE}",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+            module.add_arguments(sub)
+        else:
+            # Only the command being run is imported; the others need just their help line.
+            subparsers.add_parser(name, help=_HELP[name])
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return _load(args.command).run(args) or 0
+    except UserInputError as error:
+        print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2

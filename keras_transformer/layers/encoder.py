@@ -1,0 +1,158 @@
+"""The encoder: a layer of self-attention and feed-forward, and the stack of N (section 3.1)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
+                                                 SinusoidalPositionalEncoding)
+from keras_transformer.layers.residual import ResidualConnection
+
+
+def padding_mask(token_ids, pad_id=0):
+    """`[batch, 1, length]` boolean, True at real tokens: the keys attention may look at."""
+    return ops.expand_dims(ops.not_equal(token_ids, pad_id), 1)
+
+
+def make_positional_layer(positional, max_length, dtype=None):
+    """The positional encoding of section 3.5 ("sinusoidal") or of Table 3 row E ("learned")."""
+    if positional == "learned":
+        return LearnedPositionalEmbedding(max_length, dtype=dtype, name="positional")
+    return SinusoidalPositionalEncoding(dtype=dtype, name="positional")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerEncoderLayer(keras.layers.Layer):
+    """One encoder layer: multi-head self-attention, then a position-wise feed-forward network,
+    each inside a residual connection with LayerNorm and dropout.
+
+    Args:
+        num_heads, key_dim, value_dim: h, d_k, d_v of the self-attention.
+        d_ff: inner width of the feed-forward network.
+        dropout: P_drop, residual dropout.
+        attention_dropout, relu_dropout: optional extra dropouts (default 0, as the paper).
+        norm_position: "post" (paper) or "pre".
+        layer_norm_epsilon: LayerNorm epsilon.
+
+    Call args:
+        x: `[batch, length, d_model]`.
+        attention_mask: `[batch, 1, length]` boolean, True at real tokens.
+
+    Example:
+    >>> layer = TransformerEncoderLayer(num_heads=4, key_dim=8, value_dim=8, d_ff=64)
+    >>> layer(keras.random.normal((2, 5, 32))).shape
+    (2, 5, 32)
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1, attention_dropout=0.0,
+                 relu_dropout=0.0, norm_position="post", layer_norm_epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.norm_position = norm_position
+        self.layer_norm_epsilon = layer_norm_epsilon
+        policy = self.dtype_policy
+        self.self_attention = MultiHeadAttention(num_heads, key_dim, value_dim,
+                                                 dropout=attention_dropout, dtype=policy,
+                                                 name="self_attention")
+        self.self_attention_residual = ResidualConnection(
+            dropout, norm_position, layer_norm_epsilon, dtype=policy,
+            name="self_attention_residual")
+        self.feed_forward = PositionwiseFeedForward(d_ff, relu_dropout=relu_dropout,
+                                                    dtype=policy, name="feed_forward")
+        self.feed_forward_residual = ResidualConnection(
+            dropout, norm_position, layer_norm_epsilon, dtype=policy,
+            name="feed_forward_residual")
+
+    def build(self, x_shape):
+        for layer in (self.self_attention, self.feed_forward):
+            layer.build(x_shape)
+        for layer in (self.self_attention_residual, self.feed_forward_residual):
+            layer.build(x_shape)
+
+    def call(self, x, attention_mask=None, training=None):
+        residual = self.self_attention_residual
+        h = residual.normalize_input(x)
+        x = residual(x, self.self_attention(h, attention_mask=attention_mask, training=training),
+                     training=training)
+        residual = self.feed_forward_residual
+        h = residual.normalize_input(x)
+        return residual(x, self.feed_forward(h, training=training), training=training)
+
+    def compute_output_shape(self, x_shape):
+        return x_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
+                "value_dim": self.value_dim, "d_ff": self.d_ff, "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "relu_dropout": self.relu_dropout, "norm_position": self.norm_position,
+                "layer_norm_epsilon": self.layer_norm_epsilon}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerEncoder(keras.layers.Layer):
+    """The encoder stack: positional encoding and dropout on the embedded source, then N
+    `TransformerEncoderLayer`s (and, with pre-norm, a final LayerNorm).
+
+    Args:
+        num_layers: N.
+        positional: "sinusoidal" or "learned"; max_length: positions for "learned".
+        The remaining args are those of `TransformerEncoderLayer`.
+
+    Call args:
+        embedded: `[batch, length, d_model]` source embeddings (already x sqrt(d_model)).
+        attention_mask: `[batch, 1, length]` boolean, True at real tokens (`padding_mask`).
+
+    Example:
+    >>> encoder = TransformerEncoder(num_layers=2, num_heads=4, key_dim=8, value_dim=8, d_ff=64)
+    >>> encoder(keras.random.normal((2, 5, 32))).shape
+    (2, 5, 32)
+    """
+
+    def __init__(self, num_layers, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
+                 attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
+                 layer_norm_epsilon=1e-6, positional="sinusoidal", max_length=1024, **kwargs):
+        super().__init__(**kwargs)
+        self.num_layers = num_layers
+        self.layer_args = dict(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
+                               d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout,
+                               relu_dropout=relu_dropout, norm_position=norm_position,
+                               layer_norm_epsilon=layer_norm_epsilon)
+        self.positional = positional
+        self.max_length = max_length
+        policy = self.dtype_policy
+        self.positional_layer = make_positional_layer(positional, max_length, policy)
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.encoder_layers = [TransformerEncoderLayer(**self.layer_args, dtype=policy,
+                                                       name=f"layer_{i}")
+                               for i in range(num_layers)]
+        self.final_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
+                                                           dtype=policy, name="final_norm")
+                           if norm_position == "pre" else None)
+
+    def build(self, embedded_shape):
+        self.positional_layer.build(embedded_shape)
+        for layer in self.encoder_layers:
+            layer.build(embedded_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(embedded_shape)
+
+    def call(self, embedded, attention_mask=None, training=None):
+        x = self.embedding_dropout(self.positional_layer(embedded), training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, attention_mask=attention_mask, training=training)
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def compute_output_shape(self, embedded_shape):
+        return embedded_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers, **self.layer_args,
+                "positional": self.positional, "max_length": self.max_length}

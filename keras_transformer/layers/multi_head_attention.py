@@ -1,0 +1,134 @@
+"""Multi-head attention with an incremental-decoding cache (paper section 3.2.2)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, ...).
+
+    Keys and values come from the same sequence (`value`): the encoder output for
+    encoder-decoder attention, the layer input for self-attention. `key_dim` (d_k) and
+    `value_dim` (d_v) are set independently, as Table 3 row (B) changes d_k alone.
+
+    Incremental decoding reads and writes a cache, a pair `(keys, values)` of projected tensors
+    shaped `[batch, length, heads, key_dim]` and `[batch, length, heads, value_dim]`:
+
+    - self-attention: the cache has a fixed length (the longest output); each step projects
+      the new token(s), writes them at `cache_update_index` and attends over the whole cache
+      (`attention_mask` must hide the slots not written yet). Fixed shapes keep the decoding
+      loop compilable (XLA, `keras.ops.while_loop`).
+    - encoder-decoder attention: `compute_cache(memory)` projects the encoder output once;
+      calls with that cache and no `cache_update_index` reuse it at every step.
+
+    Args:
+        num_heads: h.
+        key_dim: d_k, per-head width of queries and keys.
+        value_dim: d_v, per-head width of values; defaults to `key_dim`.
+        output_dim: width of the output; defaults to the query's last dimension (d_model).
+        dropout: dropout on attention weights (default 0, as the paper).
+        use_bias: whether the projections have biases.
+
+    Call args:
+        query: `[batch, target_length, d_model]`.
+        value: `[batch, source_length, d_model]`; None means self-attention on `query`.
+        attention_mask: optional boolean `[batch, target_length, source_length]` (or
+            broadcastable, e.g. `[batch, 1, source_length]`), True where allowed.
+        cache: optional `(keys, values)` as described above.
+        cache_update_index: step at which to write the new keys/values into `cache`.
+        training: whether dropout is active.
+
+    Returns:
+        The output `[batch, target_length, output_dim]`, or `(output, cache)` when a cache is
+        given.
+
+    Example:
+    >>> attention = MultiHeadAttention(num_heads=8, key_dim=64)
+    >>> x = keras.random.normal((2, 10, 512))
+    >>> attention(x).shape
+    (2, 10, 512)
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0,
+                 use_bias=True, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units, use_bias=use_bias, kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy, name=name,
+            )
+
+        self.query_dense = dense(num_heads * key_dim, "query")
+        self.key_dense = dense(num_heads * key_dim, "key")
+        self.value_dense = dense(num_heads * self.value_dim, "value")
+        self._output_dense_factory = dense
+        self.attention = ScaledDotProductAttention(dropout, dtype=self.dtype_policy,
+                                                   name="attention")
+
+    def build(self, query_shape, value_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        self.query_dense.build(query_shape)
+        self.key_dense.build(value_shape)
+        self.value_dense.build(value_shape)
+        output_dim = self.output_dim or query_shape[-1]
+        self.output_dense = self._output_dense_factory(output_dim, "output")
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
+
+    def _split_heads(self, x, head_dim):
+        return ops.reshape(x, ops.shape(x)[:-1] + (self.num_heads, head_dim))
+
+    def compute_cache(self, value):
+        """Projects `value` into `(keys, values)`, split into heads."""
+        return (self._split_heads(self.key_dense(value), self.key_dim),
+                self._split_heads(self.value_dense(value), self.value_dim))
+
+    def init_cache(self, batch_size, max_length, dtype=None):
+        """An empty self-attention cache for `max_length` decoding steps."""
+        dtype = dtype or self.compute_dtype
+        return (ops.zeros((batch_size, max_length, self.num_heads, self.key_dim), dtype),
+                ops.zeros((batch_size, max_length, self.num_heads, self.value_dim), dtype))
+
+    def call(self, query, value=None, attention_mask=None, cache=None,
+             cache_update_index=None, training=None):
+        value = query if value is None else value
+        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        if cache is None:
+            keys, values = self.compute_cache(value)
+        elif cache_update_index is None:
+            keys, values = cache
+        else:
+            new_keys, new_values = self.compute_cache(value)
+            start = (0, cache_update_index, 0, 0)
+            keys = ops.slice_update(cache[0], start, ops.cast(new_keys, cache[0].dtype))
+            values = ops.slice_update(cache[1], start, ops.cast(new_values, cache[1].dtype))
+            cache = (keys, values)
+        mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
+        heads = self.attention(queries, keys, values, attention_mask=mask, training=training)
+        output = self.output_dense(ops.reshape(heads, ops.shape(heads)[:-2] + (-1,)))
+        return output if cache is None else (output, cache)
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "output_dim": self.output_dim,
+            "dropout": self.dropout,
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }

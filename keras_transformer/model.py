@@ -1,0 +1,131 @@
+"""The Transformer: the encoder-decoder of section 3 as a functional Keras model."""
+
+import keras
+from keras import ops
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.layers.decoder import TransformerDecoder
+from keras_transformer.layers.embedding import SharedEmbedding
+from keras_transformer.layers.encoder import TransformerEncoder, padding_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The Transformer of Figure 1: a functional model from token ids to next-token logits.
+
+    Inputs are `source_ids` `[batch, source_length]` and `target_ids` `[batch, target_length]`
+    (the decoder input: the target shifted right, starting with bos), int32, padded with
+    `config.pad_id`; the output is float32 logits `[batch, target_length, vocab_size]`.
+
+    Besides the functional graph used by `fit`, the model exposes the pieces decoding needs:
+    `encode`, `decode`, `init_cache` and `decode_step` (incremental decoding over a
+    fixed-size key/value cache). All of it is `keras.ops`, so it runs on every Keras backend.
+
+    Args:
+        config: a `TransformerConfig` (or its dict).
+        dtype: a dtype policy for every layer, e.g. "mixed_bfloat16".
+
+    Example:
+    >>> config = TransformerConfig(vocab_size=100, num_layers=1, d_model=32, d_ff=64,
+    ...                            num_heads=4)
+    >>> model = Transformer(config)
+    >>> logits = model({"source_ids": keras.ops.ones((2, 7), "int32"),
+    ...                 "target_ids": keras.ops.ones((2, 5), "int32")})
+    >>> logits.shape
+    (2, 5, 100)
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        stack_args = dict(
+            num_layers=config.num_layers, num_heads=config.num_heads, key_dim=config.key_dim,
+            value_dim=config.value_dim, d_ff=config.d_ff, dropout=config.dropout,
+            attention_dropout=config.attention_dropout, relu_dropout=config.relu_dropout,
+            norm_position=config.norm_position, layer_norm_epsilon=config.layer_norm_epsilon,
+            positional=config.positional, max_length=config.max_length, dtype=dtype)
+
+        # === Layers ===
+        def embedding(name):
+            return SharedEmbedding(config.vocab_size, config.d_model, dtype=dtype, name=name)
+
+        # 3.4: one matrix for source embedding, target embedding and pre-softmax projection.
+        self.target_embedding = embedding("shared_embedding" if config.shared_embeddings == "all"
+                                          else "target_embedding")
+        self.source_embedding = (self.target_embedding if config.shared_embeddings == "all"
+                                 else embedding("source_embedding"))
+        self.output_projection = (embedding("output_projection")
+                                  if config.shared_embeddings == "none"
+                                  else self.target_embedding)
+        self.encoder = TransformerEncoder(**stack_args, name="encoder")
+        self.decoder = TransformerDecoder(**stack_args, name="decoder")
+
+        # === Functional model ===
+        source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+        memory, memory_mask = self._encode(source_ids, config.pad_id, training=None)
+        logits = self._decode(target_ids, memory, memory_mask, training=None)
+        super().__init__(inputs={"source_ids": source_ids, "target_ids": target_ids},
+                         outputs=logits, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+
+    # The functional graph is traced before `self.config` exists, hence the explicit pad_id.
+    def _encode(self, source_ids, pad_id, training):
+        memory_mask = padding_mask(source_ids, pad_id)
+        memory = self.encoder(self.source_embedding(source_ids), attention_mask=memory_mask,
+                              training=training)
+        return memory, memory_mask
+
+    def _decode(self, target_ids, memory, memory_mask, training):
+        hidden = self.decoder(self.target_embedding(target_ids), memory,
+                              memory_mask=memory_mask, training=training)
+        # Logits in float32 whatever the compute dtype: softmax and loss need the range.
+        return ops.cast(self.output_projection(hidden, reverse=True), "float32")
+
+    def encode(self, source_ids, training=False):
+        """Encoder output `[batch, source_length, d_model]` and the source padding mask."""
+        return self._encode(source_ids, self.config.pad_id, training)
+
+    def decode(self, target_ids, memory, memory_mask, training=False):
+        """Logits for every target position at once (teacher forcing)."""
+        return self._decode(target_ids, memory, memory_mask, training)
+
+    def init_cache(self, memory, max_length):
+        """The decoding cache: empty self-attention keys/values for `max_length` steps per
+        decoder layer, and the encoder-decoder keys/values of `memory`, computed once."""
+        return self.decoder.init_cache(memory, max_length)
+
+    def decode_step(self, token_ids, memory_mask, cache, step):
+        """Logits `[batch, vocab_size]` for the token after `token_ids` `[batch, 1]`, the
+        token at position `step`, and the cache with that position written."""
+        hidden, cache = self.decoder(self.target_embedding(token_ids), memory_mask=memory_mask,
+                                     cache=cache, cache_update_index=step)
+        logits = ops.cast(self.output_projection(hidden, reverse=True), "float32")
+        return logits[:, -1, :], cache
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable, "dtype": keras.dtype_policies.serialize(
+                    self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("dtype") is not None and isinstance(config["dtype"], dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def build_model(config, dtype=None):
+    """Builds the functional `Transformer` for a `TransformerConfig` (or a preset name).
+
+    Example:
+    >>> model = build_model(TransformerConfig.from_preset("base", vocab_size=37000))
+    >>> round(model.count_params() / 1e6, 1)
+    63.1
+    """
+    if isinstance(config, str):
+        config = TransformerConfig.from_preset(config)
+    return Transformer(config, dtype=dtype)
