@@ -1,0 +1,334 @@
+"""The shared source-target subword vocabulary of paper section 5.1, as a SentencePiece model.
+
+The paper encodes EN-DE with byte-pair encoding into a shared vocabulary of about 37000 tokens
+and EN-FR into 32000 word-pieces. `train_vocabulary` trains one SentencePiece model on source
+and target text together: BPE (`model_type="bpe"`) for the EN-DE setting, or the unigram
+language model (`model_type="unigram"`), SentencePiece's closest match to word-pieces, for
+EN-FR. It calls `sentencepiece` directly because the trainer options that large corpora need
+(input sentence sampling, character coverage) are not exposed by keras-hub's
+`compute_sentence_piece_proto`.
+
+Ids are fixed for the model: pad 0, unk 1, bos 2, eos 3 (`PAD_ID`, ...). The vocabulary size is
+rounded up to a multiple of 8, which keeps the embedding and softmax matrices aligned for
+accelerators.
+
+At run time `SubwordVocabulary.tokenizer` is a tensorflow-text `SentencepieceTokenizer`: a
+TensorFlow op, so it runs inside `tf.data` maps and inside exported SavedModels (stock TF
+Serving has the SentencePiece ops since 2.2).
+
+Normalization (documented round trip): text is normalized with SentencePiece's `nmt_nfkc` rule
+by default, that is Unicode NFKC plus a few NMT-specific mappings (control characters removed,
+unusual spaces made plain spaces), and whitespace is collapsed: leading and trailing spaces
+removed, runs of spaces made one. `detokenize(tokenize(text)) == normalize(text)` for all text;
+with byte fallback (on by default) even characters never seen in training come back intact
+instead of as `<unk>`.
+"""
+
+import dataclasses
+import io
+import logging
+import os
+import time
+from typing import Iterable, Sequence
+
+from keras_transformer.errors import UserInputError
+
+logger = logging.getLogger(__name__)
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
+
+MODEL_TYPES = ("bpe", "unigram")
+NORMALIZATIONS = ("nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity")
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyPreset:
+    """The vocabulary settings of one paper setting.
+
+    Args:
+        vocab_size: number of subword pieces (a multiple of 8).
+        model_type: `"bpe"` or `"unigram"`.
+        description: where the setting comes from.
+    """
+
+    vocab_size: int
+    model_type: str
+    description: str
+
+
+PRESETS = {
+    "en-de": VocabularyPreset(37000, "bpe", "WMT 2014 EN-DE: shared BPE, about 37000 tokens"),
+    "en-fr": VocabularyPreset(32000, "unigram", "WMT 2014 EN-FR: 32000 word-pieces"),
+}
+
+
+def round_vocab_size(vocab_size: int, multiple: int = 8) -> int:
+    """Rounds a vocabulary size up to a multiple of `multiple` (8 by default).
+
+    Args:
+        vocab_size: the requested size.
+        multiple: the multiple to round to.
+
+    Returns:
+        The smallest multiple of `multiple` that is >= `vocab_size`.
+
+    Example:
+        >>> round_vocab_size(37000)
+        37000
+        >>> round_vocab_size(1001)
+        1008
+    """
+    if vocab_size < len(SPECIAL_PIECES) + 1:
+        raise UserInputError(
+            f"vocabulary size {vocab_size} is too small: it must hold the {len(SPECIAL_PIECES)} "
+            "special pieces (pad, unk, bos, eos) and at least one piece of text"
+        )
+    return -(-vocab_size // multiple) * multiple
+
+
+def _lines_of(corpora) -> Iterable[str]:
+    for corpus in corpora:
+        yield from corpus.text_lines()
+
+
+def train_vocabulary(
+    corpora: Sequence,
+    model_prefix: str,
+    *,
+    vocab_size: int = 37000,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+    input_sentence_size: int = 10_000_000,
+    max_sentence_length: int = 4192,
+    byte_fallback: bool = True,
+    normalization: str = "nmt_nfkc",
+    num_threads: int = None,
+    seed: int = 0,
+) -> "SubwordVocabulary":
+    """Trains one SentencePiece model on the source and target sides of `corpora` together.
+
+    Writes `<model_prefix>.model` (the model) and `<model_prefix>.vocab` (one piece and its
+    score per line, for reading).
+
+    Args:
+        corpora: `ParallelCorpus` objects; both sides of every pair are training text. They are
+            checked first, so bad input fails here with a clear message.
+        model_prefix: output path without extension, e.g. `vocab/ende`; folders are created.
+        vocab_size: number of pieces, rounded up to a multiple of 8 (presets: 37000 EN-DE,
+            32000 EN-FR).
+        model_type: `"bpe"` (paper EN-DE) or `"unigram"` (word-piece-like, paper EN-FR).
+        character_coverage: share of characters the model covers with their own pieces; the
+            rest are spelled with byte pieces (byte fallback) or `<unk>`. 1.0 suits European
+            languages; 0.9995 suits large alphabets (Chinese, Japanese).
+        input_sentence_size: at most this many sentences, sampled at random from the corpora,
+            train the model: the memory and time bound for large corpora (0: use all).
+        max_sentence_length: longer sentences (in bytes) are left out of training.
+        byte_fallback: spell characters outside the vocabulary as UTF-8 byte pieces, so that
+            any text round-trips and `<unk>` never appears.
+        normalization: a SentencePiece normalization rule; `"nmt_nfkc"` (default), `"nfkc"`,
+            `"nmt_nfkc_cf"`, `"nfkc_cf"` (case folding) or `"identity"`.
+        num_threads: trainer threads (default: all CPU cores).
+        seed: seed of the sentence sampling; the same seed and data give the same model.
+
+    Returns:
+        The trained `SubwordVocabulary`.
+
+    Raises:
+        UserInputError: on bad corpora, bad settings, or a size the text cannot fill.
+
+    Example:
+        >>> from keras_transformer.data.corpora import TextPairCorpus
+        >>> corpus = TextPairCorpus("train.en.gz", "train.de.gz")  # doctest: +SKIP
+        >>> vocabulary = train_vocabulary([corpus], "vocab/ende", vocab_size=8000)  # doctest: +SKIP
+        >>> vocabulary.size  # doctest: +SKIP
+        8000
+    """
+    import sentencepiece
+
+    from keras_transformer.data.corpora import check_corpora
+
+    if model_type not in MODEL_TYPES:
+        raise UserInputError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    if normalization not in NORMALIZATIONS:
+        raise UserInputError(
+            f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}"
+        )
+    if not 0.9 <= character_coverage <= 1.0:
+        raise UserInputError(
+            f"character_coverage must be between 0.9 and 1.0, got {character_coverage}"
+        )
+    rounded = round_vocab_size(vocab_size)
+    if rounded != vocab_size:
+        logger.info("vocabulary size %d rounded up to %d (a multiple of 8)", vocab_size, rounded)
+    check_corpora(corpora)
+
+    directory = os.path.dirname(os.path.abspath(model_prefix))
+    os.makedirs(directory, exist_ok=True)
+    sentencepiece.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    started = time.perf_counter()
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(_lines_of(corpora)),
+            model_writer=model,
+            vocab_size=rounded,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size,
+            # Sampling, not the first N lines: corpora are often sorted by source or domain.
+            shuffle_input_sentence=True,
+            max_sentence_length=max_sentence_length,
+            byte_fallback=byte_fallback,
+            normalization_rule_name=normalization,
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            pad_piece=SPECIAL_PIECES[PAD_ID], unk_piece=SPECIAL_PIECES[UNK_ID],
+            bos_piece=SPECIAL_PIECES[BOS_ID], eos_piece=SPECIAL_PIECES[EOS_ID],
+            num_threads=num_threads or os.cpu_count() or 1,
+            # Large corpora need more than the default 32-bit suffix array.
+            train_extremely_large_corpus=input_sentence_size == 0 or input_sentence_size > 20_000_000,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        message = str(error)
+        if "Vocabulary size" in message or "vocab_size" in message:
+            raise UserInputError(
+                f"cannot train a vocabulary of {rounded} pieces on {len(corpora)} corpus(es): "
+                f"{message.strip()}; lower the vocabulary size or add text"
+            ) from None
+        raise UserInputError(f"SentencePiece training failed: {message.strip()}") from None
+    elapsed = time.perf_counter() - started
+    vocabulary = SubwordVocabulary(model.getvalue(), path=model_prefix + ".model")
+    with open(model_prefix + ".model", "wb") as file:
+        file.write(vocabulary.model_proto)
+    with open(model_prefix + ".vocab", "w", encoding="utf-8") as file:
+        processor = vocabulary.processor
+        for piece_id in range(processor.get_piece_size()):
+            file.write(f"{processor.id_to_piece(piece_id)}\t{processor.get_score(piece_id):g}\n")
+    logger.info("trained a %s vocabulary of %d pieces in %.1f s: %s.model",
+                model_type, vocabulary.size, elapsed, model_prefix)
+    vocabulary.training_seconds = elapsed
+    return vocabulary
+
+
+class SubwordVocabulary:
+    """A trained SentencePiece model with the project's fixed special ids.
+
+    Args:
+        model_proto: the serialized SentencePiece model (the bytes of a `.model` file).
+        path: where the model was read from, for messages.
+
+    Raises:
+        UserInputError: when the model's special ids differ from pad 0, unk 1, bos 2, eos 3
+            (a model trained elsewhere): retrain it with `keras-transformer vocab`.
+
+    Example:
+        >>> vocabulary = SubwordVocabulary.from_file("vocab/ende.model")  # doctest: +SKIP
+        >>> ids = vocabulary.tokenize(["Hello world."])  # tf.RaggedTensor  # doctest: +SKIP
+        >>> vocabulary.detokenize(ids).numpy()  # doctest: +SKIP
+        array([b'Hello world.'], dtype=object)
+    """
+
+    def __init__(self, model_proto: bytes, path: str = None):
+        import sentencepiece
+
+        self.model_proto = bytes(model_proto)
+        self.path = path
+        self.training_seconds = None
+        self.processor = sentencepiece.SentencePieceProcessor()
+        try:
+            self.processor.load_from_serialized_proto(self.model_proto)
+        except (RuntimeError, TypeError) as error:
+            raise UserInputError(
+                f"{path or 'the given bytes'} is not a SentencePiece model ({error}); "
+                "train one with `keras-transformer vocab`"
+            ) from None
+        found = {
+            PAD_ID: self.processor.pad_id(), UNK_ID: self.processor.unk_id(),
+            BOS_ID: self.processor.bos_id(), EOS_ID: self.processor.eos_id(),
+        }
+        if any(expected != actual for expected, actual in found.items()):
+            raise UserInputError(
+                f"{path or 'SentencePiece model'} has special ids pad={found[PAD_ID]}, "
+                f"unk={found[UNK_ID]}, bos={found[BOS_ID]}, eos={found[EOS_ID]}, but the model "
+                f"expects pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, eos={EOS_ID}; retrain the "
+                "vocabulary with `keras-transformer vocab`"
+            )
+        self._tokenizer = None
+
+    @classmethod
+    def from_file(cls, path: str) -> "SubwordVocabulary":
+        """Loads a `.model` file written by `train_vocabulary` (local path or `gs://...`).
+
+        Args:
+            path: the `.model` file.
+
+        Example:
+            >>> vocabulary = SubwordVocabulary.from_file("vocab/ende.model")  # doctest: +SKIP
+        """
+        import tensorflow as tf
+
+        path = os.fspath(path)
+        if not tf.io.gfile.exists(path):
+            raise UserInputError(
+                f"vocabulary file {path!r} does not exist; train one with "
+                "`keras-transformer vocab` or check the path"
+            )
+        with tf.io.gfile.GFile(path, "rb") as file:
+            return cls(file.read(), path=path)
+
+    @property
+    def size(self) -> int:
+        """Number of pieces: the model's `vocab_size`."""
+        return self.processor.get_piece_size()
+
+    pad_id = PAD_ID
+    unk_id = UNK_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+
+    @property
+    def tokenizer(self):
+        """The tensorflow-text `SentencepieceTokenizer` (int32 ids) for graphs and tf.data."""
+        if self._tokenizer is None:
+            import tensorflow as tf
+            import tensorflow_text
+
+            self._tokenizer = tensorflow_text.SentencepieceTokenizer(
+                model=self.model_proto, out_type=tf.int32
+            )
+        return self._tokenizer
+
+    def tokenize(self, texts):
+        """Subword ids of a batch of strings, without bos/eos, as a `tf.RaggedTensor` (int32)."""
+        return self.tokenizer.tokenize(texts)
+
+    def detokenize(self, ids):
+        """Text of a batch of id sequences (ragged or dense); pad, bos and eos are dropped."""
+        import tensorflow as tf
+
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids, dtype=tf.int32)
+            if ids.shape.rank == 2:
+                # Dense batches are padded with 0 (pad) to the right: strip it first.
+                ids = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
+        return self.tokenizer.detokenize(ids)
+
+    def encode(self, text: str) -> list:
+        """Subword ids of one Python string (no bos/eos), for use outside TensorFlow."""
+        return self.processor.encode(text, out_type=int)
+
+    def decode(self, ids) -> str:
+        """Text of one sequence of ids; pad, bos and eos are dropped."""
+        return self.processor.decode([int(i) for i in ids])
+
+    def normalize(self, text: str) -> str:
+        """The text as the model sees it: `decode(encode(text)) == normalize(text)`."""
+        # SentencePiece's normalizer marks spaces with U+2581; the decoder turns them back.
+        return self.processor.normalize(text).replace("\u2581", " ").strip()
+
+    def __repr__(self):
+        return f"SubwordVocabulary(size={self.size}, path={self.path!r})"
