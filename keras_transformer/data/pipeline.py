@@ -185,9 +185,11 @@ class TranslationPipeline:
 
     def _tokenize_lines(self, dataset):
         """(source, target) strings -> (source pieces, target pieces), 1-D int32 each."""
-        tokenizer = self.vocabulary.tokenizer
+        vocabulary = self.vocabulary
 
         def tokenize(sources, targets):
+            # Made inside the map function: see SubwordVocabulary.make_tokenizer.
+            tokenizer = vocabulary.make_tokenizer()
             return tokenizer.tokenize(sources), tokenizer.tokenize(targets)
 
         return (

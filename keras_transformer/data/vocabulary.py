@@ -12,9 +12,9 @@ Ids are fixed for the model: pad 0, unk 1, bos 2, eos 3 (`PAD_ID`, ...). The voc
 rounded up to a multiple of 8, which keeps the embedding and softmax matrices aligned for
 accelerators.
 
-At run time `SubwordVocabulary.tokenizer` is a tensorflow-text `SentencepieceTokenizer`: a
-TensorFlow op, so it runs inside `tf.data` maps and inside exported SavedModels (stock TF
-Serving has the SentencePiece ops since 2.2).
+At run time `SubwordVocabulary.make_tokenizer()` gives a tensorflow-text
+`SentencepieceTokenizer`: a TensorFlow op, so it runs inside `tf.data` maps and inside exported
+SavedModels (stock TF Serving has the SentencePiece ops since 2.2).
 
 Normalization (documented round trip): text is normalized with SentencePiece's `nmt_nfkc` rule
 by default, that is Unicode NFKC plus a few NMT-specific mappings (control characters removed,
@@ -257,7 +257,6 @@ class SubwordVocabulary:
                 f"expects pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, eos={EOS_ID}; retrain the "
                 "vocabulary with `keras-transformer vocab`"
             )
-        self._tokenizer = None
 
     @classmethod
     def from_file(cls, path: str) -> "SubwordVocabulary":
@@ -290,21 +289,28 @@ class SubwordVocabulary:
     bos_id = BOS_ID
     eos_id = EOS_ID
 
-    @property
-    def tokenizer(self):
-        """The tensorflow-text `SentencepieceTokenizer` (int32 ids) for graphs and tf.data."""
-        if self._tokenizer is None:
-            import tensorflow as tf
-            import tensorflow_text
+    def make_tokenizer(self):
+        """A new tensorflow-text `SentencepieceTokenizer` (int32 ids) for graphs and tf.data.
 
-            self._tokenizer = tensorflow_text.SentencepieceTokenizer(
-                model=self.model_proto, out_type=tf.int32
-            )
-        return self._tokenizer
+        Make it where it is used: inside a `tf.data` map function, a `tf.function` or the
+        `tf.Module` being exported. Its SentencePiece model is a resource owned by a TensorFlow
+        kernel; an eagerly made tokenizer stops working ("Resource ... SentencepieceOp ... does
+        not exist") after `tf.random.set_seed` or `keras.utils.set_random_seed` clear the eager
+        kernel cache, while one made inside a function graph lives as long as the graph.
+        Making one costs a parse of the model (milliseconds).
+
+        Example:
+            >>> def tokenize(lines):  # a tf.data map function  # doctest: +SKIP
+            ...     return vocabulary.make_tokenizer().tokenize(lines)
+        """
+        import tensorflow as tf
+        import tensorflow_text
+
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
 
     def tokenize(self, texts):
         """Subword ids of a batch of strings, without bos/eos, as a `tf.RaggedTensor` (int32)."""
-        return self.tokenizer.tokenize(texts)
+        return self.make_tokenizer().tokenize(texts)
 
     def detokenize(self, ids):
         """Text of a batch of id sequences (ragged or dense); pad, bos and eos are dropped."""
@@ -315,7 +321,7 @@ class SubwordVocabulary:
             if ids.shape.rank == 2:
                 # Dense batches are padded with 0 (pad) to the right: strip it first.
                 ids = tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
-        return self.tokenizer.detokenize(ids)
+        return self.make_tokenizer().detokenize(ids)
 
     def encode(self, text: str) -> list:
         """Subword ids of one Python string (no bos/eos), for use outside TensorFlow."""
