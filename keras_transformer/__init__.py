@@ -2,23 +2,39 @@
 
 The model, its layers, losses and schedule use `keras.ops` only: importing this package needs
 no TensorFlow, and the model runs on the TensorFlow, JAX and PyTorch backends. The
-TensorFlow-only parts (`keras_transformer.data`, training, export) are imported on demand.
+TensorFlow-only parts (`keras_transformer.data`, `.training`, `.export`) are imported on demand.
+
+Public names are resolved lazily (PEP 562), so that `import keras_transformer` and the CLI's
+light commands do not pay for importing Keras and its backend.
 """
 
-from keras_transformer.config import TransformerConfig
-from keras_transformer.losses import LabelSmoothedCrossEntropy, MaskedTokenAccuracy, Perplexity
-from keras_transformer.model import Transformer, build_model
-from keras_transformer.schedules import NoamSchedule, build_optimizer
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LabelSmoothedCrossEntropy",
-    "MaskedTokenAccuracy",
-    "NoamSchedule",
-    "Perplexity",
-    "Transformer",
-    "TransformerConfig",
-    "build_model",
-    "build_optimizer",
-]
+# public name -> module that defines it
+_EXPORTS = {
+    "TransformerConfig": "keras_transformer.config",
+    "UserInputError": "keras_transformer.errors",
+    "LabelSmoothedCrossEntropy": "keras_transformer.losses",
+    "MaskedTokenAccuracy": "keras_transformer.losses",
+    "Perplexity": "keras_transformer.losses",
+    "Transformer": "keras_transformer.model",
+    "build_model": "keras_transformer.model",
+    "NoamSchedule": "keras_transformer.schedules",
+    "build_optimizer": "keras_transformer.schedules",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'keras_transformer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -149,7 +149,7 @@ class TransformerConfig:
         Per attention block: Q, K projections d_model x h*d_k, V projection d_model x h*d_v,
         output projection h*d_v x d_model, each with a bias. Feed-forward: two dense layers
         with biases. LayerNorm: gamma and beta. The embedding matrix is vocab x d_model, once
-        per untied use; learned positions add max_length x d_model.
+        per untied use; learned positions add max_length x d_model to each stack.
         """
         d, h = self.d_model, self.num_heads
         attention = (d * h * self.key_dim + h * self.key_dim) * 2
@@ -163,7 +163,7 @@ class TransformerConfig:
         embedding = self.vocab_size * d
         total += {"all": 1, "target": 2, "none": 3}[self.shared_embeddings] * embedding
         if self.positional == "learned":
-            total += self.max_length * d
+            total += 2 * self.max_length * d  # one table for the encoder, one for the decoder
         if self.norm_position == "pre":
             total += 2 * norm  # the final LayerNorm of each stack
         return total

@@ -7,6 +7,7 @@ parser)` and `run(args) -> int`. Modules are imported only when their command ru
 
 import argparse
 import importlib
+import os
 import sys
 
 from keras_transformer.errors import UserInputError
@@ -14,11 +15,21 @@ from keras_transformer.errors import UserInputError
 # name -> module under keras_transformer.cli; the order is the order of `--help`.
 COMMANDS = {
     "vocab": "vocab",
+    "train": "train",
+    "average": "average",
+    "translate": "translate",
+    "evaluate": "evaluate",
+    "export": "export",
     "info": "info",
 }
 
 _HELP = {
     "vocab": "train the shared source-target SentencePiece vocabulary (paper 5.1)",
+    "train": "train a model with model.fit from a YAML/JSON config (paper 5)",
+    "average": "average the weights of the last N checkpoints (paper 6.1)",
+    "translate": "translate text with beam search (paper 6.1)",
+    "evaluate": "translate a test set and score it with sacreBLEU and chrF",
+    "export": "export a SavedModel for TensorFlow Serving",
     "info": "print parameter counts of presets (paper Table 3)",
 }
 
@@ -51,6 +62,8 @@ def build_parser(argv_command=None):
 
 
 def main(argv=None):
+    # TensorFlow's C++ start-up chatter hides the output people came for.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)

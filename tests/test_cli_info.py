@@ -1,0 +1,38 @@
+import subprocess
+import sys
+
+from keras_transformer.cli import main
+from keras_transformer.config import TABLE3
+
+
+def test_info_prints_the_parameter_count_of_a_preset(capsys):
+    assert main(["info", "--preset", "base", "--vocab-size", "37000"]) == 0
+    assert "63,082,496" in capsys.readouterr().out  # 37000*512 + 6*3,152,384 + 6*4,204,032
+
+
+def test_table3_lists_every_row_beside_the_papers_column(capsys):
+    assert main(["info", "--table3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.split()[0] in TABLE3}
+    assert set(rows) == set(TABLE3)
+    assert rows["big"][-3:] == ["214.2", "213", "+0.6%"]
+    assert rows["C.N=2"][-2] == "36"
+
+
+def test_module_entry_point_and_light_start():
+    # `python -m keras_transformer info` works and does not import Keras or TensorFlow.
+    code = ("import sys; from keras_transformer.cli import main; main(['info']); "
+            "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    result = subprocess.run([sys.executable, "-m", "keras_transformer", "info", "--preset",
+                             "E.learned"], capture_output=True, text=True)
+    assert "learned" in result.stdout
+
+
+def test_unknown_preset_is_a_usage_error(capsys):
+    try:
+        main(["info", "--preset", "huge"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    assert "invalid choice: 'huge'" in capsys.readouterr().err

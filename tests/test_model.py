@@ -1,0 +1,125 @@
+import numpy as np
+import pytest
+from keras import ops
+
+import keras
+import keras_transformer as kt
+from tests import reference
+
+TINY = kt.TransformerConfig(vocab_size=40, num_layers=2, d_model=32, d_ff=64, num_heads=4,
+                            dropout=0.1, max_length=64)
+
+
+def _logits(model, source, target):
+    return ops.convert_to_numpy(model({"source_ids": source, "target_ids": target},
+                                      training=False))
+
+
+def _random_ids(rng, shape, low=4, high=40):
+    return rng.integers(low, high, shape).astype("int32")
+
+
+def test_output_is_float32_logits_over_the_vocabulary():
+    model = kt.build_model(TINY)
+    out = model({"source_ids": np.ones((3, 7), "int32"), "target_ids": np.ones((3, 5), "int32")})
+    assert tuple(out.shape) == (3, 5, 40) and "float32" in str(out.dtype)
+    assert [i.name for i in model.inputs] == ["source_ids", "target_ids"]
+
+
+def test_causality_later_target_tokens_do_not_change_earlier_logits():
+    rng = np.random.default_rng(0)
+    model = kt.build_model(TINY)
+    source, target = _random_ids(rng, (2, 6)), _random_ids(rng, (2, 8))
+    before = _logits(model, source, target)
+    for t in (0, 3, 6):
+        changed = target.copy()
+        changed[:, t + 1:] = _random_ids(rng, changed[:, t + 1:].shape)
+        after = _logits(model, source, changed)
+        np.testing.assert_allclose(after[:, :t + 1], before[:, :t + 1], atol=1e-5)
+        assert not np.allclose(after[:, t + 1:], before[:, t + 1:], atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_appending_source_padding_changes_nothing(norm_position):
+    rng = np.random.default_rng(1)
+    model = kt.build_model(TINY.replace(norm_position=norm_position))
+    source, target = _random_ids(rng, (2, 6)), _random_ids(rng, (2, 5))
+    padded = np.concatenate([source, np.zeros((2, 9), "int32")], axis=1)
+    np.testing.assert_allclose(_logits(model, padded, target), _logits(model, source, target),
+                               atol=1e-5)
+    # Padding inside a batch: the shorter sentence gets the result it gets alone.
+    batch = np.stack([np.r_[source[0], 0, 0, 0], np.r_[source[1], 9, 9, 9]])
+    alone = _logits(model, source[:1], target[:1])
+    np.testing.assert_allclose(_logits(model, batch, target)[:1], alone, atol=1e-5)
+
+
+def test_one_embedding_matrix_is_shared_by_source_target_and_softmax():
+    model = kt.build_model(TINY)
+    assert model.source_embedding is model.target_embedding is model.output_projection
+    untied = kt.build_model(TINY.replace(shared_embeddings="none"))
+    matrices = {id(untied.source_embedding), id(untied.target_embedding),
+                id(untied.output_projection)}
+    assert len(matrices) == 3
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"shared_embeddings": "target"},
+    {"shared_embeddings": "none"},
+    {"positional": "learned"},
+    {"norm_position": "pre"},
+    {"key_dim": 5, "value_dim": 3, "num_heads": 2},
+])
+def test_parameter_count_formula_matches_the_built_model(changes):
+    config = TINY.replace(**changes)
+    assert kt.build_model(config).count_params() == config.parameter_count()
+
+
+def test_base_and_big_parameter_counts_equal_a_direct_count():
+    for preset, n, d, d_ff, h, expected_millions in (("base", 6, 512, 2048, 8, 63.1),
+                                                     ("big", 6, 1024, 4096, 16, 214.2)):
+        config = kt.TransformerConfig.from_preset(preset, vocab_size=37000)
+        direct = reference.transformer_parameter_count(37000, n, d, d_ff, h, 64, 64)
+        assert kt.build_model(config).count_params() == direct
+        assert round(direct / 1e6, 1) == expected_millions
+
+
+def test_tiny_model_overfits_a_fixed_batch_to_full_token_accuracy():
+    rng = np.random.default_rng(2)
+    config = TINY.replace(num_layers=1, dropout=0.0, vocab_size=24)
+    source = _random_ids(rng, (8, 6), high=24)
+    labels = np.concatenate([source[:, ::-1], np.full((8, 1), config.eos_id)], 1)  # reverse
+    target = np.concatenate([np.full((8, 1), config.bos_id), labels[:, :-1]], 1)
+    labels[0, -3:] = 0  # some padding, which the loss and accuracy must ignore
+    target[0, -2:] = 0
+    model = kt.build_model(config)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3),
+                  loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+                  metrics=[kt.MaskedTokenAccuracy()])
+    inputs = {"source_ids": source, "target_ids": target}
+    history = model.fit(inputs, labels, batch_size=8, epochs=150, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 2
+    predictions = _logits(model, source, target).argmax(-1)
+    real = labels != 0
+    assert (predictions[real] == labels[real]).all()
+    assert history.history["token_accuracy"][-1] == 1.0
+
+
+def test_keras_file_round_trip_gives_identical_logits(tmp_path):
+    rng = np.random.default_rng(3)
+    config = TINY.replace(positional="learned", shared_embeddings="target", key_dim=6)
+    model = kt.build_model(config)
+    source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, kt.Transformer) and loaded.config == config
+    np.testing.assert_array_equal(_logits(loaded, source, target),
+                                  _logits(model, source, target))
+
+
+def test_mixed_precision_policy_keeps_float32_logits():
+    model = kt.build_model(TINY, dtype="mixed_bfloat16")
+    out = model({"source_ids": np.ones((1, 3), "int32"), "target_ids": np.ones((1, 2), "int32")})
+    assert "float32" in str(out.dtype)
+    assert model.encoder.encoder_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"

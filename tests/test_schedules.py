@@ -1,0 +1,38 @@
+import keras
+
+import keras_transformer as kt
+
+
+def paper_lrate(step_num, d_model=512, warmup_steps=4000):
+    """Equation 3 of section 5.3."""
+    return d_model ** -0.5 * min(step_num ** -0.5, step_num * warmup_steps ** -1.5)
+
+
+def test_schedule_equals_formula_3():
+    schedule = kt.NoamSchedule(d_model=512, warmup_steps=4000)
+    for step_num in (1, 4000, 100000):
+        # Keras passes the 0-based iteration count; the paper's step_num starts at 1.
+        assert abs(float(schedule(step_num - 1)) - paper_lrate(step_num)) < 1e-10
+    assert abs(paper_lrate(4000) - 512 ** -0.5 * 4000 ** -0.5) < 1e-12  # hand value at the peak
+
+
+def test_peak_at_warmup():
+    schedule = kt.NoamSchedule(d_model=512, warmup_steps=4000)
+    values = [float(schedule(s - 1)) for s in (3000, 3999, 4000, 4001, 5000)]
+    assert max(values) == values[2]
+    assert values[0] < values[1] < values[2] > values[3] > values[4]
+
+
+def test_scale_and_serialization():
+    schedule = kt.NoamSchedule(d_model=256, warmup_steps=100, scale=2.0)
+    restored = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule))
+    assert isinstance(restored, kt.NoamSchedule)
+    assert abs(float(restored(9)) - 2.0 * paper_lrate(10, 256, 100)) < 1e-10
+
+
+def test_optimizer_is_the_papers_adam():
+    optimizer = kt.build_optimizer(d_model=512)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    assert isinstance(optimizer.learning_rate, float) or optimizer._learning_rate is not None
+    assert isinstance(optimizer._learning_rate, kt.NoamSchedule)
