@@ -1,0 +1,416 @@
+"""`TrainingConfig`: everything a training run needs, from a YAML or JSON file.
+
+A complete file (YAML; JSON with the same keys works too):
+
+    output_dir: runs/multi30k
+    model:                      # a TransformerConfig preset and field overrides
+      preset: base
+      num_layers: 3
+      d_model: 256
+    data:
+      train:
+        - {source: multi30k/train.en.gz, target: multi30k/train.de.gz}
+      dev: {source: multi30k/val.en.gz, target: multi30k/val.de.gz}
+      vocab: null               # a .model file, or null: train one into OUTPUT_DIR/vocab.model
+      vocab_size: 8000
+      token_budget: 4096        # tokens per batch per replica and side, padding included
+      max_length: 128
+    schedule:
+      train_steps: 100000
+      warmup_steps: 4000
+      tokens_per_update: 25000  # target tokens per update: micro-batches are accumulated
+    checkpoints: {every_minutes: 10, keep_last: 5, average_last: 5}
+    strategy: auto              # auto | one_device | mirrored | multi_worker
+    precision: float32          # float32 | mixed_bfloat16 | mixed_float16
+    xla: false
+
+Every key is checked before anything trains: an unknown key or a value of the wrong type
+raises one `UserInputError` that names the key (`data.token_budget`), what was found and what
+is expected; `TrainingConfig.check_paths()` does the same for missing files and an unwritable
+output folder.
+
+Example:
+    >>> config = TrainingConfig.from_dict({
+    ...     "output_dir": "runs/x",
+    ...     "data": {"train": [{"source": "a.en", "target": "a.de"}], "vocab": "v.model"}})
+    >>> config.schedule.warmup_steps
+    4000
+"""
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from typing import Literal, Optional, Tuple, Union
+
+from keras_transformer.config import PRESETS, TransformerConfig
+from keras_transformer.errors import UserInputError
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusFiles:
+    """One parallel corpus: two line-aligned text files (optionally gzipped), or a TFDS name.
+
+    Args:
+        source: the source-language file.
+        target: the target-language file, line-aligned with `source`.
+        weight: sampling weight when several training corpora are mixed.
+        tfds: a TensorFlow Datasets name instead of files, e.g. `wmt14_translate/de-en`; then
+            `source` and `target` are the feature keys (`en`, `de`).
+        split: the TFDS split.
+    """
+
+    source: str
+    target: str
+    weight: float = 1.0
+    tfds: Optional[str] = None
+    split: str = "train"
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+    """Where the sentence pairs and the vocabulary come from, and how they are batched (5.1).
+
+    Args:
+        train: the training corpora (mixed by weight).
+        dev: the development corpus for dev loss and perplexity (optional).
+        vocab: an existing SentencePiece `.model`; None trains one on the training corpora
+            into `OUTPUT_DIR/vocab.model` (reused when the run resumes).
+        vocab_size: pieces of a vocabulary trained here (37000 EN-DE, 32000 EN-FR).
+        vocab_model_type: "bpe" (EN-DE) or "unigram" (word-piece-like, EN-FR).
+        token_budget: most tokens per batch per replica, on each side, padding included.
+        max_length: longest source or target (subword pieces + 1) kept for training.
+        shuffle_buffer: pairs in the shuffle buffer.
+        cache_dir: tokenize corpora once into this folder and reuse them.
+        seed: seed of shuffling: the same seed replays the same batches (and resume relies on
+            it to find its data position).
+    """
+
+    train: Tuple[CorpusFiles, ...]
+    dev: Optional[CorpusFiles] = None
+    vocab: Optional[str] = None
+    vocab_size: int = 37000
+    vocab_model_type: Literal["bpe", "unigram"] = "bpe"
+    token_budget: int = 4096
+    max_length: int = 256
+    shuffle_buffer: int = 100_000
+    cache_dir: Optional[str] = None
+    seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleSettings:
+    """Steps, learning rate (5.3) and the size of one update.
+
+    Args:
+        train_steps: optimizer updates in all (100000 base, 300000 big).
+        warmup_steps: warmup of the Noam schedule (4000).
+        learning_rate_scale: factor on the schedule (1.0 in the paper).
+        tokens_per_update: target tokens per optimizer update (paper: about 25000). Micro-
+            batches of `token_budget` per replica are accumulated to reach it:
+            `accumulation_steps = ceil(tokens_per_update / (token_budget * replicas))`.
+        accumulation_steps: micro-batches per update, overriding `tokens_per_update`.
+        eval_every_steps: updates between dev evaluations (a Keras "epoch").
+        log_every_steps: updates between TensorBoard points.
+    """
+
+    train_steps: int = 100_000
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    tokens_per_update: int = 25_000
+    accumulation_steps: Optional[int] = None
+    eval_every_steps: int = 1000
+    log_every_steps: int = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings:
+    """When checkpoints are written and how many are kept (6.1: every 10 minutes).
+
+    Args:
+        every_minutes: wall-clock minutes between checkpoints (None: not by time).
+        every_steps: updates between checkpoints (None: not by steps).
+        keep_last: checkpoints kept; older ones are deleted once a newer one is complete.
+        average_last: at the end, average the last N checkpoints into `averaged.keras`
+            (5 for base, 20 for big; 0 to skip).
+    """
+
+    every_minutes: Optional[float] = 10.0
+    every_steps: Optional[int] = None
+    keep_last: int = 5
+    average_last: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """A training run: model, data, schedule, checkpoints, devices and numerics.
+
+    Args:
+        output_dir: the run folder (layout in `keras_transformer.training.output_dir`).
+            Running the same config again resumes from its newest checkpoint.
+        data: a `DataSettings`.
+        model: `{"preset": NAME, FIELD: VALUE, ...}`: a `TransformerConfig` preset and
+            overrides of its fields; `vocab_size` comes from the vocabulary.
+        schedule: a `ScheduleSettings`.
+        checkpoints: a `CheckpointSettings`.
+        strategy: "auto" (all GPUs with MirroredStrategy when there are several, else one
+            device), "one_device", "mirrored" (all GPUs, or `num_devices` logical CPUs when
+            there is no GPU), or "multi_worker" (MultiWorkerMirroredStrategy from TF_CONFIG).
+        num_devices: devices for "mirrored" (default: all GPUs).
+        precision: "float32", "mixed_bfloat16" or "mixed_float16" (with loss scaling).
+        xla: compile the train step with XLA (`jit_compile`).
+        verbose: Keras progress output: "auto", 0 (silent), 1 (progress bar), 2 (a line per
+            evaluation).
+
+    Example:
+        >>> config = TrainingConfig.from_file("configs/multi30k.yaml")  # doctest: +SKIP
+        >>> train(config)  # doctest: +SKIP
+    """
+
+    output_dir: str
+    data: DataSettings
+    model: dict = dataclasses.field(default_factory=lambda: {"preset": "base"})
+    schedule: ScheduleSettings = ScheduleSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = "auto"
+    num_devices: Optional[int] = None
+    precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
+    xla: bool = False
+    verbose: Union[Literal["auto"], int] = "auto"
+
+    def __post_init__(self):
+        _check_values(self)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, values):
+        """Builds a config from nested dicts, checking every key and type (see module doc)."""
+        return _build(cls, values, "")
+
+    @classmethod
+    def from_file(cls, path):
+        """Reads a YAML (`.yaml`, `.yml`) or JSON file.
+
+        Relative data, vocabulary and output paths stay relative to the working directory,
+        as on the command line.
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise UserInputError(f"training config file {path!r} does not exist; check the path")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        if path.endswith(".json"):
+            try:
+                values = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise UserInputError(f"{path} is not valid JSON: {error}") from None
+        else:
+            import yaml
+
+            try:
+                values = yaml.safe_load(text)
+            except yaml.YAMLError as error:
+                raise UserInputError(f"{path} is not valid YAML: {error}") from None
+        try:
+            return cls.from_dict(values)
+        except UserInputError as error:
+            raise UserInputError(f"{path}: {error}") from None
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent=2):
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    # -- derived settings --------------------------------------------------------------------
+
+    def transformer_config(self, vocab_size):
+        """The model's `TransformerConfig`: the preset, the overrides and `vocab_size`."""
+        overrides = {k: v for k, v in self.model.items() if k != "preset"}
+        return TransformerConfig.from_preset(self.model.get("preset", "base"),
+                                             vocab_size=vocab_size, **overrides)
+
+    def accumulation_steps(self, num_replicas):
+        """Micro-batches per update for `num_replicas` replicas (at least 1)."""
+        if self.schedule.accumulation_steps is not None:
+            return self.schedule.accumulation_steps
+        per_micro_batch = self.data.token_budget * num_replicas
+        return max(1, -(-self.schedule.tokens_per_update // per_micro_batch))
+
+    def check_paths(self):
+        """Raises `UserInputError` for a missing data or vocabulary file, before training."""
+        for index, corpus in enumerate(self.data.train):
+            if corpus.tfds is None:
+                _require_file(corpus.source, f"data.train[{index}].source")
+                _require_file(corpus.target, f"data.train[{index}].target")
+        if self.data.dev is not None and self.data.dev.tfds is None:
+            _require_file(self.data.dev.source, "data.dev.source")
+            _require_file(self.data.dev.target, "data.dev.target")
+        if self.data.vocab is not None:
+            _require_file(self.data.vocab, "data.vocab")
+
+
+def _require_file(path, key):
+    if not os.path.isfile(path):
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
+        raise UserInputError(f"{key}: file {path!r} {what}; check the path")
+
+
+def _check_values(config):
+    def fail(key, message):
+        raise UserInputError(f"{key}: {message}")
+
+    positive = {
+        "data.vocab_size": config.data.vocab_size,
+        "data.token_budget": config.data.token_budget,
+        "data.max_length": config.data.max_length,
+        "data.shuffle_buffer": config.data.shuffle_buffer,
+        "schedule.train_steps": config.schedule.train_steps,
+        "schedule.warmup_steps": config.schedule.warmup_steps,
+        "schedule.tokens_per_update": config.schedule.tokens_per_update,
+        "schedule.eval_every_steps": config.schedule.eval_every_steps,
+        "schedule.log_every_steps": config.schedule.log_every_steps,
+        "checkpoints.keep_last": config.checkpoints.keep_last,
+    }
+    optional_positive = {
+        "schedule.accumulation_steps": config.schedule.accumulation_steps,
+        "checkpoints.every_steps": config.checkpoints.every_steps,
+        "checkpoints.every_minutes": config.checkpoints.every_minutes,
+        "num_devices": config.num_devices,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            fail(key, f"must be positive, got {value}")
+    for key, value in optional_positive.items():
+        if value is not None and value <= 0:
+            fail(key, f"must be positive or null, got {value}")
+    if config.schedule.learning_rate_scale <= 0:
+        fail("schedule.learning_rate_scale", "must be positive")
+    if not config.data.train:
+        fail("data.train", "needs at least one corpus")
+    for index, corpus in enumerate(config.data.train):
+        if corpus.weight <= 0:
+            fail(f"data.train[{index}].weight", f"must be positive, got {corpus.weight}")
+    if config.data.token_budget < config.data.max_length:
+        fail("data.token_budget", f"({config.data.token_budget}) must hold one pair of "
+             f"data.max_length ({config.data.max_length}): raise it or lower max_length")
+    average, keep = config.checkpoints.average_last, config.checkpoints.keep_last
+    if average < 0:
+        fail("checkpoints.average_last", f"must be 0 (no averaging) or positive, got {average}")
+    if average > keep:
+        fail("checkpoints.average_last", f"averages {average} checkpoints but "
+             f"checkpoints.keep_last keeps only {keep}: raise keep_last to at least {average}")
+    if not isinstance(config.model, dict):
+        fail("model", "must be a mapping like {preset: base, num_layers: 2}")
+    preset = config.model.get("preset", "base")
+    if preset not in PRESETS:
+        fail("model.preset", f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+    if "vocab_size" in config.model:
+        fail("model.vocab_size", "is taken from the vocabulary (data.vocab or "
+             "data.vocab_size); remove it from model")
+    try:  # the overrides are TransformerConfig fields: check them now, not after data prep
+        config.transformer_config(vocab_size=max(config.data.vocab_size, 8))
+    except UserInputError as error:
+        raise UserInputError(f"model: {error}") from None
+    if config.num_devices is not None and config.strategy != "mirrored":
+        fail("num_devices", f"applies to strategy 'mirrored' only (strategy is "
+             f"{config.strategy!r})")
+    if config.verbose not in ("auto", 0, 1, 2):
+        fail("verbose", f"must be 'auto', 0, 1 or 2, got {config.verbose!r}")
+
+
+# -- checking nested dicts against the dataclasses ---------------------------------------------
+
+def _type_name(kind):
+    origin = typing.get_origin(kind)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(kind))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(kind))
+    if origin in (tuple, Tuple):
+        return f"a list of {_type_name(typing.get_args(kind)[0])}"
+    if kind is type(None):
+        return "null"
+    if dataclasses.is_dataclass(kind):
+        return "a mapping"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+            dict: "a mapping"}.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def _convert(kind, value, key):
+    """`value` as `kind`, or raises UserInputError naming `key`."""
+    origin = typing.get_origin(kind)
+    if origin is Literal:
+        if value in typing.get_args(kind) and type(value) is not bool:
+            return value
+    elif origin in (Union, types.UnionType):
+        for option in typing.get_args(kind):
+            try:
+                return _convert(option, value, key)
+            except UserInputError:
+                continue
+    elif origin in (tuple, Tuple):
+        item_kind = typing.get_args(kind)[0]
+        if isinstance(value, (dict,)) and dataclasses.is_dataclass(item_kind):
+            value = [value]  # one corpus may be written without the list
+        if isinstance(value, (list, tuple)):
+            return tuple(_convert(item_kind, item, f"{key}[{i}]") for i, item in enumerate(value))
+    elif kind is type(None):
+        if value is None:
+            return None
+    elif dataclasses.is_dataclass(kind):
+        if isinstance(value, dict):
+            return _build(kind, value, key)
+    elif kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+    elif kind is dict:
+        if isinstance(value, dict):
+            return dict(value)
+    raise UserInputError(f"{key} must be {_type_name(kind)}, got {value!r} "
+                         f"({type(value).__name__})")
+
+
+def _build(cls, values, prefix):
+    where = prefix or "the training config"
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, dict):
+        raise UserInputError(f"{where} must be a mapping of keys to values, got "
+                             f"{type(values).__name__}")
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
+        raise UserInputError(f"unknown key(s) {names} in {where}; valid keys: "
+                             f"{', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    converted = {}
+    for name, field in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name not in values:
+            if (field.default is dataclasses.MISSING
+                    and field.default_factory is dataclasses.MISSING):
+                raise UserInputError(f"{key} is required in {where}")
+            continue
+        converted[name] = _convert(hints[name], values[name], key)
+    return cls(**converted)

@@ -1,0 +1,178 @@
+"""The layout of a training run's output folder: the one place that defines it.
+
+Training writes, and translation, evaluation, export and averaging read:
+
+    OUTPUT_DIR/
+      config.json            the model's `TransformerConfig` (`TransformerConfig.from_json`)
+      vocab.model            the shared SentencePiece vocabulary (`SubwordVocabulary.from_file`)
+      training_config.json   the `TrainingConfig` the run was started with (for the record)
+      checkpoints/           `tf.train.Checkpoint`s `ckpt-STEP.index` / `ckpt-STEP.data-*` of
+                             model weights, optimizer state and progress (step, tokens), and
+                             TensorFlow's `checkpoint` state file naming the newest ones
+      logs/train, logs/dev   TensorBoard event files (loss, learning rate, tokens/s, dev loss
+                             and perplexity)
+      model.keras            the model at the last training step (`keras.saving.load_model`)
+      averaged.keras         the weights of the last N checkpoints averaged (paper 6.1)
+      history.json           per-evaluation metrics, appended as training goes
+
+`OutputDir(path).translation_model` is the file decoding should load: `averaged.keras` when
+it exists, else `model.keras`. Every file is written under a temporary name and renamed into
+place (`atomic_write`), so a run killed at any moment leaves each file either complete or
+absent, never half-written.
+
+Example:
+    >>> run = OutputDir("runs/multi30k")
+    >>> run.checkpoint_dir
+    'runs/multi30k/checkpoints'
+"""
+
+import contextlib
+import os
+import tempfile
+
+from keras_transformer.errors import UserInputError
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.model"
+TRAINING_CONFIG_FILE = "training_config.json"
+CHECKPOINT_DIR = "checkpoints"
+LOG_DIR = "logs"
+FINAL_MODEL_FILE = "model.keras"
+AVERAGED_MODEL_FILE = "averaged.keras"
+HISTORY_FILE = "history.json"
+
+
+class OutputDir:
+    """Paths inside one training run's output folder (see the module docstring).
+
+    Args:
+        path: the run folder (`TrainingConfig.output_dir`).
+
+    Example:
+        >>> OutputDir("runs/ende").model_config
+        'runs/ende/config.json'
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def _join(self, name):
+        return os.path.join(self.path, name)
+
+    @property
+    def model_config(self):
+        """`config.json`: the `TransformerConfig` of the model."""
+        return self._join(CONFIG_FILE)
+
+    @property
+    def vocabulary(self):
+        """`vocab.model`: the SentencePiece vocabulary the model's ids come from."""
+        return self._join(VOCAB_FILE)
+
+    @property
+    def training_config(self):
+        """`training_config.json`: the `TrainingConfig` of the run."""
+        return self._join(TRAINING_CONFIG_FILE)
+
+    @property
+    def checkpoint_dir(self):
+        """`checkpoints/`: `tf.train.Checkpoint` files, named by training step."""
+        return self._join(CHECKPOINT_DIR)
+
+    @property
+    def log_dir(self):
+        """`logs/`: TensorBoard logs (`logs/train`, `logs/dev`)."""
+        return self._join(LOG_DIR)
+
+    @property
+    def final_model(self):
+        """`model.keras`: the model at the last training step."""
+        return self._join(FINAL_MODEL_FILE)
+
+    @property
+    def averaged_model(self):
+        """`averaged.keras`: the average of the last checkpoints (paper 6.1)."""
+        return self._join(AVERAGED_MODEL_FILE)
+
+    @property
+    def history(self):
+        """`history.json`: metrics of every evaluation."""
+        return self._join(HISTORY_FILE)
+
+    @property
+    def translation_model(self):
+        """The model file to translate with: averaged if there is one, else the final one."""
+        if os.path.exists(self.averaged_model):
+            return self.averaged_model
+        return self.final_model
+
+    def prepare(self):
+        """Creates the folder (and `checkpoints/`) and checks that it is writable.
+
+        Raises:
+            UserInputError: when the folder cannot be created or written, before any training.
+        """
+        try:
+            os.makedirs(self.checkpoint_dir, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.path, prefix=".write-test-"):
+                pass
+        except OSError as error:
+            raise UserInputError(
+                f"output_dir {self.path!r} is not writable ({error.strerror}); choose a folder "
+                "you can write to, or fix its permissions"
+            ) from None
+
+    def __repr__(self):
+        return f"OutputDir({self.path!r})"
+
+
+def _make_readable(path):
+    # mkstemp creates files readable by the owner only; give the final file the usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="w"):
+    """Opens a temporary file beside `path` and renames it onto `path` on success.
+
+    A kill mid-write leaves the previous `path` (if any) untouched; a failed write removes the
+    temporary file. The rename is atomic on POSIX file systems.
+
+    Args:
+        path: the final file.
+        mode: "w" (text) or "wb" (bytes).
+
+    Example:
+        >>> with atomic_write("runs/x/config.json") as file:  # doctest: +SKIP
+        ...     file.write("{}")
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(handle, mode) as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        _make_readable(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
+
+
+def atomic_save_model(model, path):
+    """Saves a Keras model to `path` (`.keras`) through a temporary file and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
+    os.close(handle)
+    try:
+        model.save(temporary, overwrite=True)
+        _make_readable(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise

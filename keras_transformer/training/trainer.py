@@ -1,0 +1,309 @@
+"""`train(config)`: the training entry point of the library, the CLI and the pipelines.
+
+One call runs a whole paper recipe (section 5): check the config, pick the strategy, prepare
+the vocabulary and the run folder, build the model, optimizer and token-budget batches,
+restore the newest checkpoint if the run was interrupted, `model.fit` to `train_steps`, then
+save the final model and the average of the last checkpoints (6.1).
+"""
+
+import dataclasses
+import filecmp
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.errors import UserInputError
+from keras_transformer.model import build_model
+from keras_transformer.schedules import build_optimizer
+from keras_transformer.training.accumulation import group_micro_batches
+from keras_transformer.training.averaging import average_checkpoints
+from keras_transformer.training.callbacks import NaNGuard, StopAtStep, TrainingLogger
+from keras_transformer.training.checkpoints import CheckpointCallback, Checkpointer
+from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.output_dir import OutputDir, atomic_save_model, atomic_write
+from keras_transformer.training.strategies import is_chief, make_strategy
+from keras_transformer.training.training_model import TrainingModel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What a finished `train` call leaves behind.
+
+    Args:
+        output_dir: the run folder (`OutputDir`).
+        step: the optimizer step reached.
+        resumed_from_step: the step restored from a checkpoint at start (0: a fresh run).
+        accumulation_steps: micro-batches per update.
+        num_replicas: replicas in sync.
+        final_model: path of `model.keras`.
+        averaged_model: path of `averaged.keras`, or None when averaging was off or too few
+            checkpoints existed.
+        history: the metrics of this call's evaluations (Keras `History.history`).
+        model: the trained `Transformer` (final weights).
+    """
+
+    output_dir: OutputDir
+    step: int
+    resumed_from_step: int
+    accumulation_steps: int
+    num_replicas: int
+    final_model: str
+    averaged_model: Optional[str]
+    history: dict
+    model: object = dataclasses.field(repr=False, default=None)
+
+
+def load_training_config(config):
+    """A `TrainingConfig` from a config, a dict, or a YAML/JSON file path."""
+    if isinstance(config, TrainingConfig):
+        return config
+    if isinstance(config, dict):
+        return TrainingConfig.from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        return TrainingConfig.from_file(config)
+    raise UserInputError(
+        f"train() takes a TrainingConfig, a dict or a config file path, got "
+        f"{type(config).__name__}"
+    )
+
+
+def train(config, callbacks=None):
+    """Trains (or resumes training) a Transformer as `config` says.
+
+    Running the same config again after an interruption (even SIGKILL) continues from the
+    newest checkpoint in `output_dir`, with its step, optimizer state and data position; a
+    finished run is not trained again (raise `schedule.train_steps` to train further).
+
+    Args:
+        config: a `TrainingConfig`, its dict, or the path of a YAML/JSON file.
+        callbacks: extra Keras callbacks for `fit`.
+
+    Returns:
+        A `TrainingResult`.
+
+    Raises:
+        UserInputError: for a bad config, missing files or an unwritable output folder,
+            before any training.
+        TrainingDivergedError: when the loss becomes NaN (the last good checkpoint is kept).
+
+    Example:
+        >>> result = train("configs/multi30k.yaml")  # doctest: +SKIP
+        >>> result.output_dir.translation_model  # doctest: +SKIP
+        'runs/multi30k/averaged.keras'
+    """
+    config = load_training_config(config)
+    config.check_paths()
+    if config.strategy == "multi_worker" and config.data.vocab is None:
+        raise UserInputError(
+            "data.vocab: strategy 'multi_worker' needs an existing vocabulary so that every "
+            "worker reads the same one; train it first with `keras-transformer vocab`"
+        )
+    # The strategy comes first: logical CPU devices must be set before TensorFlow starts.
+    strategy = make_strategy(config.strategy, config.num_devices)
+    chief = is_chief(strategy)
+    run = OutputDir(config.output_dir)
+    if chief:
+        run.prepare()
+
+    from keras_transformer import data
+
+    vocabulary = _prepare_vocabulary(config, run, chief)
+    model_config = config.transformer_config(vocab_size=vocabulary.size)
+    if chief:
+        _write_run_files(config, model_config, run)
+
+    num_replicas = strategy.num_replicas_in_sync
+    accumulation_steps = config.accumulation_steps(num_replicas)
+    with strategy.scope():
+        policy = None if config.precision == "float32" else config.precision
+        transformer = build_model(model_config, dtype=policy)
+        optimizer = build_optimizer(model_config.d_model, config.schedule.warmup_steps,
+                                    config.schedule.learning_rate_scale)
+        if config.precision == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model = TrainingModel(transformer)
+        model.compile(optimizer=optimizer, jit_compile=config.xla)
+        optimizer.build(transformer.trainable_variables)
+        checkpointer = Checkpointer(
+            run.checkpoint_dir, transformer, optimizer,
+            counters={"tokens_seen": model.tokens_seen, "loss_seen": model.loss_seen,
+                      "micro_batches_seen": model.micro_batches_seen},
+            keep_last=config.checkpoints.keep_last, write=chief)
+        start_step = checkpointer.restore_latest()
+
+    train_steps = config.schedule.train_steps
+    if start_step:
+        logger.info("resuming %s from step %d (%s)", run.path, start_step, checkpointer.latest)
+    history = {}
+    if start_step < train_steps:
+        history = _fit(config, model, strategy, vocabulary, checkpointer, run, start_step,
+                       accumulation_steps, chief, callbacks)
+    step = int(optimizer.iterations.numpy())
+
+    averaged = None
+    if chief:
+        finished_before = start_step >= train_steps
+        if not (finished_before and os.path.exists(run.final_model)):
+            atomic_save_model(transformer, run.final_model)
+        if finished_before and os.path.exists(run.averaged_model):
+            averaged = run.averaged_model
+        else:
+            averaged = _average(config, run, model_config)
+    return TrainingResult(
+        output_dir=run, step=step, resumed_from_step=start_step,
+        accumulation_steps=accumulation_steps, num_replicas=num_replicas,
+        final_model=run.final_model, averaged_model=averaged, history=history,
+        model=transformer,
+    )
+
+
+def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, accumulation_steps,
+         chief, extra_callbacks):
+    from keras_transformer import data
+
+    settings = config.data
+    num_replicas = strategy.num_replicas_in_sync
+    pipeline = data.TranslationPipeline(
+        _corpora(settings.train), vocabulary, token_budget=settings.token_budget,
+        max_length=settings.max_length, num_replicas=num_replicas,
+        shuffle_buffer=settings.shuffle_buffer, cache_dir=settings.cache_dir)
+    batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
+    # Data position: the same seed replays the same batches, so skipping the micro-batches
+    # already trained on resumes exactly where the checkpoint was written.
+    consumed = int(model.micro_batches_seen.numpy())
+    if consumed:
+        batches = batches.skip(consumed)
+    train_data = group_micro_batches(batches, accumulation_steps).prefetch(tf.data.AUTOTUNE)
+
+    dev_data = None
+    if settings.dev is not None:
+        dev_pipeline = data.TranslationPipeline(
+            _corpora([settings.dev]), vocabulary, token_budget=settings.token_budget,
+            max_length=settings.max_length, num_replicas=num_replicas,
+            shuffle_buffer=1)
+        dev_data = dev_pipeline.dataset(shuffle=False, repeat=False)
+        # A known length keeps Keras from warning that the dev set "ran out of data".
+        dev_batches = int(dev_data.reduce(0, lambda count, _: count + 1).numpy())
+        dev_data = dev_data.apply(tf.data.experimental.assert_cardinality(dev_batches))
+
+    schedule = config.schedule
+    train_steps = schedule.train_steps
+    steps_per_epoch = min(schedule.eval_every_steps, train_steps)
+    initial_epoch = start_step // steps_per_epoch
+    epochs = initial_epoch + -(-(train_steps - start_step) // steps_per_epoch)
+
+    callbacks = [NaNGuard(last_checkpoint=lambda: checkpointer.latest), StopAtStep(train_steps)]
+    callbacks.append(CheckpointCallback(checkpointer, config.checkpoints.every_minutes,
+                                        config.checkpoints.every_steps))
+    if chief:
+        callbacks.append(TrainingLogger(run.log_dir, run.history, schedule.log_every_steps))
+    callbacks.extend(extra_callbacks or [])
+    verbose = config.verbose if chief else 0
+    logger.info("training %s: %d replica(s), %d micro-batch(es) of %d tokens per replica per "
+                "update, steps %d -> %d", run.path, num_replicas, accumulation_steps,
+                settings.token_budget, start_step, train_steps)
+    started = time.monotonic()
+    fit_history = model.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
+                            steps_per_epoch=steps_per_epoch, validation_data=dev_data,
+                            callbacks=callbacks, verbose=verbose, shuffle=False)
+    logger.info("trained %d steps in %.0f s", int(model.optimizer.iterations.numpy())
+                - start_step, time.monotonic() - started)
+    return fit_history.history
+
+
+def _corpora(files):
+    from keras_transformer import data
+
+    corpora = []
+    for corpus in files:
+        if corpus.tfds is not None:
+            corpora.append(data.TfdsCorpus(corpus.tfds, corpus.source, corpus.target,
+                                           split=corpus.split, weight=corpus.weight))
+        else:
+            corpora.append(data.TextPairCorpus(corpus.source, corpus.target,
+                                               weight=corpus.weight))
+    return corpora
+
+
+def _prepare_vocabulary(config, run, chief):
+    """The run's vocabulary: the given `.model` (copied into the run), the run's own from an
+    earlier start, or one trained now on the training corpora."""
+    from keras_transformer import data
+
+    settings = config.data
+    if settings.vocab is not None:
+        if chief:
+            if not os.path.exists(run.vocabulary):
+                shutil.copyfile(settings.vocab, run.vocabulary + ".tmp")
+                os.replace(run.vocabulary + ".tmp", run.vocabulary)
+            elif not filecmp.cmp(settings.vocab, run.vocabulary, shallow=False):
+                raise UserInputError(
+                    f"data.vocab {settings.vocab!r} differs from {run.vocabulary!r}, the "
+                    "vocabulary this run was started with; use that one, or a new output_dir"
+                )
+        return data.SubwordVocabulary.from_file(settings.vocab)
+    if os.path.exists(run.vocabulary):
+        return data.SubwordVocabulary.from_file(run.vocabulary)
+    prefix = os.path.join(run.path, ".vocab-training")
+    logger.info("training a %d-piece %s vocabulary into %s", settings.vocab_size,
+                settings.vocab_model_type, run.vocabulary)
+    vocabulary = data.train_vocabulary(
+        _corpora(settings.train), prefix, vocab_size=settings.vocab_size,
+        model_type=settings.vocab_model_type, seed=settings.seed)
+    os.replace(prefix + ".vocab", os.path.splitext(run.vocabulary)[0] + ".vocab")
+    os.replace(prefix + ".model", run.vocabulary)
+    return data.SubwordVocabulary.from_file(run.vocabulary)
+
+
+def _write_run_files(config, model_config, run):
+    """Writes config.json and training_config.json; never overwrites a different model's."""
+    if os.path.exists(run.model_config):
+        with open(run.model_config, encoding="utf-8") as file:
+            existing = TransformerConfig.from_dict(json.load(file))
+        if existing != model_config:
+            changed = sorted(k for k, v in model_config.to_dict().items()
+                             if existing.to_dict().get(k) != v)
+            raise UserInputError(
+                f"output_dir {run.path!r} holds a run of another model (fields {changed} "
+                "differ from its config.json); use a new output_dir to train this model"
+            )
+    else:
+        with atomic_write(run.model_config) as file:
+            file.write(model_config.to_json())
+    text = config.to_json()
+    if os.path.exists(run.training_config):
+        with open(run.training_config, encoding="utf-8") as file:
+            previous = file.read()
+        if previous == text:
+            return
+        # Keep the settings of earlier starts (e.g. before train_steps was raised).
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        os.replace(run.training_config, f"{run.training_config[:-5]}.{stamp}.json")
+    with atomic_write(run.training_config) as file:
+        file.write(text)
+
+
+def _average(config, run, model_config):
+    last = config.checkpoints.average_last
+    if last <= 0:
+        return None
+    from keras_transformer.training.checkpoints import list_checkpoints
+
+    available = list_checkpoints(run.checkpoint_dir)
+    if not available:
+        return None
+    if len(available) < last:
+        logger.warning("averaging the %d checkpoints there are instead of the last %d",
+                       len(available), last)
+    averaged = average_checkpoints(available[-last:], config=model_config)
+    atomic_save_model(averaged, run.averaged_model)
+    return run.averaged_model
