@@ -1,0 +1,58 @@
+"""The GNMT length penalty and the per-sentence output length limit (paper section 6.1).
+
+Beam search ranks a hypothesis Y by log P(Y|X) / lp(Y), with the length penalty of Wu et al.
+(2016, the paper's reference [31]):
+
+    lp(Y) = ((5 + |Y|) / 6) ** alpha
+
+where |Y| counts the output tokens including the final end-of-sentence token. The paper uses
+alpha = 0.6; alpha = 0 ranks by the raw log-probability. The paper also caps the output at
+"input length + 50": `max_output_lengths` gives that cap per sentence.
+"""
+
+from keras import ops
+
+
+def length_penalty(length, alpha):
+    """((5 + length) / 6) ** alpha, for a Python number or a tensor of lengths.
+
+    Args:
+        length: |Y|, output tokens including eos (int, float or tensor).
+        alpha: the strength of the penalty (0.6 in the paper; 0 disables it).
+
+    Returns:
+        A float (for Python numbers) or a float32 tensor shaped like `length`.
+
+    Example:
+    >>> round(length_penalty(10, 0.6), 4)     # ((5 + 10) / 6) ** 0.6 = 2.5 ** 0.6
+    1.7329
+    """
+    if isinstance(length, (int, float)):
+        return ((5.0 + length) / 6.0) ** alpha
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def max_output_lengths(source_ids, pad_id, max_extra_length, max_length):
+    """Per-sentence output caps: source length + `max_extra_length`, at most `max_length`.
+
+    Args:
+        source_ids: `[batch, source_length]` int token ids padded with `pad_id`.
+        pad_id: the padding id.
+        max_extra_length: tokens allowed beyond the source length (50 in the paper).
+        max_length: the model's longest sequence (`config.max_length`).
+
+    Returns:
+        `(per_sentence, buffer_length)`: an int32 tensor `[batch]` of output caps (eos
+        included) and the Python int that bounds them all, the static length of the decoding
+        buffers and cache: min(source_length + max_extra_length, max_length).
+
+    Example:
+    >>> caps, buffer = max_output_lengths(keras.ops.array([[5, 6, 3], [7, 3, 0]]), 0, 2, 100)
+    >>> keras.ops.convert_to_numpy(caps).tolist(), buffer
+    ([5, 4], 5)
+    """
+    source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, pad_id), "int32"), axis=1)
+    per_sentence = ops.minimum(source_lengths + max_extra_length, max_length)
+    per_sentence = ops.maximum(per_sentence, 1)
+    buffer_length = min(int(source_ids.shape[1]) + max_extra_length, max_length)
+    return per_sentence, max(buffer_length, 1)

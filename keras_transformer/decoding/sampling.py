@@ -1,0 +1,84 @@
+"""Random sampling of translations: temperature and top-k (an option beside beam search).
+
+Sampling draws one token per step from softmax(log_probs / temperature), restricted to the
+`top_k` most probable tokens when `top_k > 0`. The uniform noise is drawn once, before the
+loop, and the token is found by inverting the cumulative distribution: the loop then needs no
+random state, so it compiles whole on every backend and a given noise tensor reproduces a
+given sample.
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.decoding.greedy import decode_token_by_token
+from keras_transformer.decoding.incremental import NEG_INF, as_decoder
+from keras_transformer.decoding.length_penalty import max_output_lengths
+
+
+def sample_tokens(log_probs, uniform, top_k=0, temperature=1.0):
+    """One token per row from `log_probs` `[batch, vocab]`, given `uniform` noise `[batch]`.
+
+    Args:
+        log_probs: `[batch, vocab]` float32.
+        uniform: `[batch]` float32 in [0, 1).
+        top_k: keep only the `top_k` most probable tokens (0 keeps all).
+        temperature: divides the log-probabilities (< 1 sharper, > 1 flatter).
+
+    Returns:
+        `[batch]` int32 token ids.
+
+    Example:
+    >>> sample_tokens(keras.ops.log(keras.ops.array([[0.1, 0.9]])), keras.ops.array([0.5]))
+    """
+    logits = log_probs / temperature
+    if top_k:
+        kth_best = ops.top_k(logits, top_k)[0][:, -1:]
+        logits = ops.where(logits < kth_best, NEG_INF, logits)
+    probs = ops.softmax(logits, axis=-1)
+    cumulative = ops.cumsum(probs, axis=-1)
+    threshold = uniform[:, None] * cumulative[:, -1:]
+    tokens = ops.sum(ops.cast(cumulative <= threshold, "int32"), axis=-1)
+    # Round-off can leave the threshold above the last cumulative sum; stay in range, and
+    # never land on a token that had no probability.
+    tokens = ops.minimum(tokens, ops.shape(log_probs)[-1] - 1)
+    return ops.where(ops.take_along_axis(probs, tokens[:, None], 1)[:, 0] > 0, tokens,
+                     ops.argmax(probs, axis=-1))
+
+
+def sample(model, source_ids, top_k=0, temperature=1.0, max_extra_length=50, seed=None,
+           noise=None, alpha=0.0):
+    """Samples one translation per sentence.
+
+    Args:
+        model: a `Transformer` or a decoder.
+        source_ids: `[batch, source_length]` int32, ending with eos, padded with pad.
+        top_k: sample among the `top_k` most probable tokens (0: the whole vocabulary).
+        temperature: > 0; 1 samples from the model's distribution.
+        max_extra_length: output tokens allowed beyond the source length.
+        seed: an int or `keras.random.SeedGenerator` for the noise (ignored with `noise`).
+        noise: optional `[buffer_length, batch]` uniform noise in [0, 1), where
+            `buffer_length = min(source_length + max_extra_length, max_length)`; pass it
+            from outside a compiled function so that each call samples anew.
+        alpha: length-penalty strength for the reported `scores`.
+
+    Returns:
+        A `SearchResult` with one hypothesis per sentence.
+
+    Example:
+    >>> result = sample(model, source_ids, top_k=10, temperature=0.8, seed=1)
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k!r}")
+    decoder = as_decoder(model)
+    source_ids = ops.convert_to_tensor(source_ids, "int32")
+    if noise is None:
+        _, buffer_length = max_output_lengths(source_ids, decoder.pad_id, max_extra_length,
+                                              decoder.max_length)
+        noise = keras.random.uniform((buffer_length, ops.shape(source_ids)[0]), seed=seed)
+
+    def select(log_probs, step):
+        return sample_tokens(log_probs, ops.take(noise, step, axis=0), top_k, temperature)
+
+    return decode_token_by_token(decoder, source_ids, select, max_extra_length, alpha=alpha)

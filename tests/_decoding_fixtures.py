@@ -1,0 +1,80 @@
+"""Small models and scripted decoders shared by the decoding tests."""
+
+import numpy as np
+from keras import ops
+
+import keras
+from keras_transformer import TransformerConfig, build_model
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+def tiny_model(vocab_size=11, max_length=16, seed=0, sharpen=1.0, num_layers=1, d_model=32):
+    """A random tiny Transformer; `sharpen` scales the embeddings to make peaky distributions
+    (random weights otherwise give near-uniform ones, full of near-ties)."""
+    keras.utils.set_random_seed(seed)
+    config = TransformerConfig(vocab_size=vocab_size, num_layers=num_layers, d_model=d_model,
+                               d_ff=2 * d_model, num_heads=4, max_length=max_length,
+                               dropout=0.0)
+    model = build_model(config)
+    if sharpen != 1.0:
+        embedding = model.target_embedding.embeddings
+        embedding.assign(embedding * sharpen)
+    return model
+
+
+def full_log_probs(model, source_ids, target_inputs):
+    """NumPy log-softmax of the full (teacher-forced, uncached) forward pass, pad and bos
+    forbidden after normalization as decoding does: `[batch, target_length, vocab]`."""
+    logits = model({"source_ids": ops.convert_to_tensor(source_ids, "int32"),
+                    "target_ids": ops.convert_to_tensor(target_inputs, "int32")})
+    logits = np.asarray(ops.convert_to_numpy(logits), np.float64)
+    logits = logits - logits.max(-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    log_probs[..., [PAD, BOS]] = -np.inf
+    return log_probs
+
+
+def sequence_log_prob(model, source_ids, output_ids):
+    """log P(output_ids | source_ids) by one full forward pass (NumPy side)."""
+    output_ids = list(output_ids)
+    target_inputs = np.array([[BOS] + output_ids[:-1]], "int32")
+    log_probs = full_log_probs(model, np.asarray(source_ids, "int32")[None], target_inputs)[0]
+    return float(sum(log_probs[t, token] for t, token in enumerate(output_ids)))
+
+
+class MarkovDecoder:
+    """A scripted decoder: the next-token log-probabilities depend only on the previous token,
+    `table[previous_token]`. Counts its steps (in eager mode, one Python call per step)."""
+
+    def __init__(self, table, max_length=32):
+        self.table = np.asarray(table, "float32")
+        self.vocab_size = self.table.shape[1]
+        self.pad_id, self.bos_id, self.eos_id = PAD, BOS, EOS
+        self.max_length = max_length
+        self.variables = []
+        self.steps = 0
+
+    def initial_state(self, source_ids, max_length):
+        batch = ops.shape(source_ids)[0]
+        return ops.zeros((batch, 1)), (ops.zeros((batch, 1)),)
+
+    def step(self, token_ids, static, dynamic, step):
+        self.steps += 1
+        return ops.take(ops.convert_to_tensor(self.table), token_ids[:, 0], axis=0), dynamic
+
+
+def markov_table(vocab_size, rows):
+    """A `[vocab, vocab]` log-prob table from `{previous: {token: prob}}`; unlisted tokens get
+    the rest of the probability mass spread evenly (pad and bos excluded)."""
+    table = np.full((vocab_size, vocab_size), -np.inf)
+    for previous in range(vocab_size):
+        probs = dict(rows.get(previous, {}))
+        free = [t for t in range(vocab_size) if t not in probs and t not in (PAD, BOS)]
+        rest = 1.0 - sum(probs.values())
+        for token in free:
+            probs[token] = rest / len(free) if rest > 0 else 1e-12
+        for token, prob in probs.items():
+            table[previous, token] = np.log(prob)
+    table[:, [PAD, BOS]] = np.log(1e-12)
+    return table
