@@ -1,0 +1,67 @@
+"""evaluate() against sacrebleu's own corpus_bleu / corpus_chrf, and the paper-style BLEU."""
+
+import json
+
+import pytest
+import sacrebleu
+
+from keras_transformer.errors import UserInputError
+from keras_transformer.evaluation import (EvaluationReport, evaluate, headline_json,
+                                          paper_bleu, split_compounds)
+
+HYPOTHESES = ["Der Hund bellt laut im Garten.", "Das ist ein Know-how-Transfer.",
+              "Sie las das Buch gestern Abend.", "Wir fahren morgen nach Berlin."]
+REFERENCES = ["Der Hund bellt im Garten laut.", "Das ist ein Know-how-Transfer.",
+              "Gestern Abend las sie das Buch.", "Morgen fahren wir nach Berlin."]
+
+
+def test_evaluate_matches_sacrebleu_corpus_bleu_and_chrf():
+    report = evaluate(HYPOTHESES, REFERENCES)
+    expected_bleu = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES])
+    expected_chrf = sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES])
+    assert 0 < report.bleu < 100
+    assert report.bleu == pytest.approx(expected_bleu.score, abs=1e-9)
+    assert report.chrf == pytest.approx(expected_chrf.score, abs=1e-9)
+    assert report.bleu_signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert f"version:{sacrebleu.__version__}" in report.bleu_signature
+    assert report.num_sentences == 4 and report.paper_bleu is None
+    assert "signature: nrefs:1" in report.format()
+
+
+def test_several_references_and_lowercase():
+    second = [r.lower() for r in REFERENCES]
+    report = evaluate(HYPOTHESES, [REFERENCES, second], lowercase=True)
+    expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES, second], lowercase=True)
+    assert report.bleu == pytest.approx(expected.score, abs=1e-9)
+    assert "nrefs:2|case:lc" in report.bleu_signature
+
+
+def test_split_compounds_follows_the_perl_substitution():
+    # perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g': non-overlapping, left to right.
+    assert split_compounds("Know-how") == "Know ##AT##-##AT## how"
+    assert split_compounds("a-b-c") == "a ##AT##-##AT## b-c"
+    assert split_compounds("a - b") == "a - b"
+    assert split_compounds("E-Mail-Adresse und US-Präsident") == (
+        "E ##AT##-##AT## Mail ##AT##-##AT## Adresse und US ##AT##-##AT## Präsident")
+
+
+def test_paper_bleu_is_labelled_and_differs_from_sacrebleu():
+    report = evaluate(HYPOTHESES, REFERENCES, target_language="de", with_paper_bleu=True)
+    assert "NOT comparable with sacreBLEU" in report.paper_bleu_note
+    score, _ = paper_bleu(HYPOTHESES, REFERENCES)
+    assert report.paper_bleu == pytest.approx(score)
+    # Splitting compounds adds matched tokens for the identical second segment: more matches.
+    assert report.paper_bleu != pytest.approx(report.bleu)
+    assert paper_bleu(["Das ist ein Test-Satz."], ["Das ist ein Test-Satz."])[0] == (
+        pytest.approx(100.0))
+    line = json.loads(headline_json(report, seconds=1.5))
+    assert line["bleu"] == round(report.bleu, 2) and line["seconds"] == 1.5
+    assert "paper_bleu_not_sacrebleu" in line
+
+
+def test_bad_input():
+    with pytest.raises(UserInputError, match="3 lines but there are 4 hypotheses"):
+        evaluate(HYPOTHESES, REFERENCES[:3])
+    with pytest.raises(TypeError, match=r"hypotheses\[1\] is NoneType"):
+        evaluate(["a", None], ["a", "b"])
+    assert isinstance(evaluate([""], [""]), EvaluationReport)
