@@ -78,3 +78,32 @@ def markov_table(vocab_size, rows):
             table[previous, token] = np.log(prob)
     table[:, [PAD, BOS]] = np.log(1e-12)
     return table
+
+
+SENTENCES = [
+    "the cat sat on the mat", "a dog", "birds sing in the morning light",
+    "hello", "we walk to the river and back again today", "it rains",
+    "the old man reads a book", "green", "she writes long letters to her friend",
+]
+
+
+def train_char_vocabulary(folder):
+    """A tiny character-level SentencePiece model (pad 0, unk 1, bos 2, eos 3) of SENTENCES."""
+    import sentencepiece
+
+    prefix = str(folder / "vocab")
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES * 20), model_prefix=prefix, vocab_size=40,
+        model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    return prefix + ".model"
+
+
+def tiny_run_folder(folder, vocabulary_path, model):
+    """A training output_dir as translation reads it: model.keras, vocab.model, config.json."""
+    import shutil
+
+    (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+    shutil.copy(vocabulary_path, folder / "vocab.model")
+    (folder / "config.json").write_text(model.config.to_json())
+    model.save(folder / "model.keras")
+    return folder

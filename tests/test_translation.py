@@ -7,28 +7,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests._decoding_fixtures import EOS, PAD, tiny_model
+from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import (SentencePieceVocabulary, Translator,
                                            find_model_files, translate)
 
-SENTENCES = [
-    "the cat sat on the mat", "a dog", "birds sing in the morning light",
-    "hello", "we walk to the river and back again today", "it rains",
-    "the old man reads a book", "green", "she writes long letters to her friend",
-]
-
-
 @pytest.fixture(scope="module")
 def vocabulary_path(tmp_path_factory):
-    import sentencepiece
-
-    folder = tmp_path_factory.mktemp("vocab")
-    prefix = str(folder / "vocab")
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES * 20), model_prefix=prefix, vocab_size=40,
-        model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
-    return prefix + ".model"
+    return train_char_vocabulary(tmp_path_factory.mktemp("vocab"))
 
 
 class CopyDecoder:

@@ -1,0 +1,88 @@
+"""`keras-transformer evaluate`: translate a test set and score it with sacreBLEU and chrF.
+
+Prints the sacreBLEU score with its signature, chrF, and with `--paper-bleu` the paper-style
+tokenized BLEU (clearly labelled: not comparable with sacreBLEU). `--json` ends the output with
+one JSON line of the headline figures. `--hypotheses FILE` scores an existing output instead
+of translating.
+"""
+
+import sys
+
+from keras_transformer.cli.translate import add_model_arguments, translator_from_args
+from keras_transformer.errors import UserInputError
+
+HELP = "translate a test set and score it with sacreBLEU and chrF"
+EXAMPLE = ("keras-transformer evaluate --model runs/ende --source newstest2014.en "
+           "--reference newstest2014.de --paper-bleu --json")
+
+
+def add_arguments(parser):
+    group = parser.add_argument_group("test set")
+    group.add_argument("--source", metavar="FILE", help="source sentences, one per line")
+    group.add_argument("--reference", action="append", required=True, metavar="FILE",
+                       help="reference translations, line-aligned (repeat for several)")
+    group.add_argument("--hypotheses", metavar="FILE",
+                       help="score this system output instead of translating --source")
+    group.add_argument("--output", metavar="FILE", help="write the translations here")
+    group.add_argument("--target-language", metavar="LANG",
+                       help="target language code (de, fr, ...): sacreBLEU's tokenizer choice "
+                            "and the Moses rules of --paper-bleu (default for it: de)")
+    group.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    group.add_argument("--paper-bleu", action="store_true",
+                       help="also print tokenized BLEU with compound splitting, as "
+                            "tensor2tensor's get_ende_bleu.sh (NOT comparable with sacreBLEU)")
+    group.add_argument("--json", action="store_true",
+                       help="end with one JSON line of the headline figures")
+    # The model is needed only to translate: optional here, checked in run().
+    add_model_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "model":
+            action.required = False
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as file:
+            return [line.rstrip("\r\n") for line in file]
+    except OSError as error:
+        raise UserInputError(f"cannot read {path!r}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
+
+
+def run(args):
+    from keras_transformer.evaluation import evaluate, headline_json
+
+    references = [_read(path) for path in args.reference]
+    extra = {}
+    if args.hypotheses:
+        hypotheses = _read(args.hypotheses)
+    else:
+        if not args.source or not args.model:
+            raise UserInputError("give --model and --source to translate, or --hypotheses "
+                                 "to score an existing output")
+        import time
+
+        sources = _read(args.source)
+        translator = translator_from_args(args)
+        start = time.perf_counter()
+        hypotheses = translator.translate(sources)
+        seconds = time.perf_counter() - start
+        extra = {"seconds": round(seconds, 2),
+                 "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 2)}
+        print(f"translated {len(sources)} sentences in {seconds:.1f} s", file=sys.stderr)
+        if args.output:
+            try:
+                with open(args.output, "w", encoding="utf-8") as file:
+                    file.writelines(h + "\n" for h in hypotheses)
+            except OSError as error:
+                raise UserInputError(f"cannot write {args.output!r}: {error.strerror}") from None
+    report = evaluate(hypotheses, references, target_language=args.target_language,
+                      lowercase=args.lowercase, with_paper_bleu=args.paper_bleu)
+    print(report.format())
+    if args.json:
+        print(headline_json(report, **extra))
+    return 0
+
+
+

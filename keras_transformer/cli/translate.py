@@ -1,0 +1,120 @@
+"""`keras-transformer translate`: text from stdin (or a file) to stdout (or a file).
+
+Lines are read in chunks, translated with beam search (paper 6.1 settings by default) and
+written in input order, one translation per line; an empty line gives an empty line. With
+`--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
+layout, INDEX counting from 0).
+"""
+
+import contextlib
+import itertools
+import sys
+
+from keras_transformer.errors import UserInputError
+
+HELP = "translate text with beam search (paper 6.1)"
+EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > newstest2014.hyp.de"
+
+
+def add_model_arguments(parser):
+    """Arguments that load a model and configure the search (shared with `evaluate`)."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", action="append", required=True, metavar="PATH",
+                       help="a training output_dir (averaged.keras, else model.keras, else the "
+                            "newest checkpoint), a .keras file or a checkpoint prefix; repeat "
+                            "it to decode with an ensemble")
+    group.add_argument("--vocab", metavar="FILE",
+                       help="the SentencePiece .model (default: vocab.model beside the model)")
+    group.add_argument("--average-last", type=int, metavar="N",
+                       help="average the last N checkpoints of the output_dir (paper 6.1: 5 "
+                            "for base, 20 for big) instead of loading a saved model")
+    group.add_argument("--ensemble-combine", choices=("log_probs", "probs"),
+                       default="log_probs",
+                       help="ensembles: mean of log-probabilities (default) or of probabilities")
+    group = parser.add_argument_group("search")
+    group.add_argument("--search", choices=("beam", "greedy", "sample"), default="beam")
+    group.add_argument("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
+    group.add_argument("--alpha", type=float, default=0.6,
+                       help="length penalty ((5+|Y|)/6)^alpha; default: 0.6 (paper 6.1)")
+    group.add_argument("--max-extra-length", type=int, default=50,
+                       help="output length cap = input length + this; default: 50 (paper 6.1)")
+    group.add_argument("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
+    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    group.add_argument("--seed", type=int, help="sampling seed")
+    group.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    group.add_argument("--on-too-long", choices=("truncate", "error"), default="truncate",
+                       help="inputs longer than the model's max_length: truncate with a "
+                            "warning (default) or stop with an error")
+    group.add_argument("--no-compile", action="store_true",
+                       help="run the search eagerly (debugging)")
+
+
+def translator_from_args(args, num_hypotheses=1):
+    from keras_transformer.translation import Translator
+
+    for name in ("beam_size", "batch_size"):
+        if getattr(args, name) < 1:
+            raise UserInputError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_extra_length < 0:
+        raise UserInputError("--max-extra-length must be >= 0")
+    if num_hypotheses > args.beam_size:
+        raise UserInputError(f"--n-best {num_hypotheses} is larger than --beam-size "
+                             f"{args.beam_size}")
+    if args.search == "sample" and args.temperature <= 0:
+        raise UserInputError("--temperature must be > 0")
+    return Translator.load(
+        args.model if len(args.model) > 1 else args.model[0], vocabulary=args.vocab,
+        average_last=args.average_last, beam_size=args.beam_size, alpha=args.alpha,
+        max_extra_length=args.max_extra_length, num_hypotheses=num_hypotheses,
+        search=args.search, top_k=args.top_k, temperature=args.temperature, seed=args.seed,
+        batch_size=args.batch_size, on_too_long=args.on_too_long,
+        compile=not args.no_compile, ensemble_combine=args.ensemble_combine)
+
+
+def add_arguments(parser):
+    add_model_arguments(parser)
+    group = parser.add_argument_group("input and output")
+    group.add_argument("-i", "--input", metavar="FILE", help="source text (default: stdin)")
+    group.add_argument("-o", "--output", metavar="FILE", help="translations (default: stdout)")
+    group.add_argument("--n-best", type=int, default=1, metavar="N",
+                       help="write the N best translations per line as "
+                            "'INDEX ||| TEXT ||| SCORE'")
+    group.add_argument("--chunk-size", type=int, default=1024, metavar="LINES",
+                       help="lines read and translated at a time (default: 1024)")
+
+
+@contextlib.contextmanager
+def _open(path, mode, default):
+    if path is None:
+        yield default
+        return
+    try:
+        file = open(path, mode, encoding="utf-8")
+    except OSError as error:
+        raise UserInputError(f"cannot open {path!r}: {error.strerror}") from None
+    with file:
+        yield file
+
+
+def run(args):
+    if args.n_best < 1:
+        raise UserInputError("--n-best must be at least 1")
+    if args.chunk_size < 1:
+        raise UserInputError("--chunk-size must be at least 1")
+    translator = translator_from_args(args, num_hypotheses=args.n_best)
+    index = 0
+    with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
+        lines = (line.rstrip("\r\n") for line in source)
+        while True:
+            chunk = list(itertools.islice(lines, args.chunk_size))
+            if not chunk:
+                break
+            for result in translator.translate(chunk):
+                if args.n_best == 1:
+                    out.write(result + "\n")
+                else:
+                    for text, score in result:
+                        out.write(f"{index} ||| {text} ||| {score:.4f}\n")
+                index += 1
+            out.flush()
+    return 0

@@ -1,0 +1,56 @@
+"""`keras-transformer evaluate`: scores with signature, --json headline line, translation."""
+
+import json
+
+import sacrebleu
+
+from keras_transformer.cli import main
+from tests._decoding_fixtures import SENTENCES, tiny_model, tiny_run_folder, train_char_vocabulary
+
+HYPOTHESES = ["Der Hund bellt laut im Garten.", "Das ist ein Know-how-Transfer."]
+REFERENCES = ["Der Hund bellt im Garten laut.", "Das ist ein Know-how-Transfer."]
+
+
+def test_evaluate_existing_hypotheses_json(tmp_path, capsys):
+    hypotheses, reference = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hypotheses.write_text("\n".join(HYPOTHESES) + "\n", encoding="utf-8")
+    reference.write_text("\n".join(REFERENCES) + "\n", encoding="utf-8")
+    assert main(["evaluate", "--hypotheses", str(hypotheses), "--reference", str(reference),
+                 "--paper-bleu", "--json"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    figures = json.loads(out[-1])
+    assert figures["bleu"] == round(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score, 2)
+    assert figures["chrf"] == round(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score, 2)
+    assert any(line.strip().startswith("signature: nrefs:1|case:mixed") for line in out)
+    assert any("NOT comparable with sacreBLEU" in line for line in out)
+
+
+def test_evaluate_translates_the_source(tmp_path, capsys):
+    vocabulary = train_char_vocabulary(tmp_path)
+    run = tiny_run_folder(tmp_path / "run", vocabulary,
+                          tiny_model(vocab_size=25, max_length=48, seed=22, sharpen=2.0))
+    source, reference = tmp_path / "src.txt", tmp_path / "ref.txt"
+    source.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf-8")
+    reference.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf-8")
+    output = tmp_path / "hyp.txt"
+    assert main(["evaluate", "--model", str(run), "--source", str(source), "--reference",
+                 str(reference), "--output", str(output), "--max-extra-length", "3",
+                 "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out.splitlines()[-1])
+    hypotheses = output.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(hypotheses) == 3
+    expected = sacrebleu.corpus_bleu(hypotheses, [SENTENCES[:3]]).score
+    assert figures["bleu"] == round(expected, 2) and figures["sentences"] == 3
+    assert figures["sentences_per_second"] > 0
+
+
+def test_evaluate_errors(tmp_path, capsys):
+    reference = tmp_path / "ref.txt"
+    reference.write_text("a\nb\n", encoding="utf-8")
+    assert main(["evaluate", "--reference", str(reference)]) == 2
+    assert "give --model and --source" in capsys.readouterr().err
+    hypotheses = tmp_path / "hyp.txt"
+    hypotheses.write_text("a\n", encoding="utf-8")
+    assert main(["evaluate", "--hypotheses", str(hypotheses), "--reference",
+                 str(reference)]) == 2
+    assert "2 lines but there are 1 hypotheses" in capsys.readouterr().err
