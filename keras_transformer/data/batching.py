@@ -105,9 +105,14 @@ def token_budget_batches(dataset: tf.data.Dataset, *, token_budget: int, max_len
                          pad_to_bucket_boundary: bool = False) -> tf.data.Dataset:
     """Groups pairs of similar length into padded batches that respect a token budget.
 
+    Like `Dataset.bucket_by_sequence_length`, built on `group_by_window`, but it also accepts
+    the ragged elements that `unbatch()` of a ragged batch gives, so that tokenizing and
+    filtering can work on whole batches.
+
     Args:
-        dataset: elements are dicts of 1-D int32 tensors `source_ids`, `target_ids`, `labels`
-            no longer than `max_length` (filter first: longer pairs would exceed the budget).
+        dataset: elements are dicts of 1-D int32 sequences `source_ids`, `target_ids`,
+            `labels` no longer than `max_length` (filter first: longer pairs would exceed the
+            budget).
         token_budget: most tokens per replica per side, padding included.
         max_length: the longest sequence in `dataset`.
         num_replicas: replicas in sync; the budget is per replica (see module docstring).
@@ -117,13 +122,15 @@ def token_budget_batches(dataset: tf.data.Dataset, *, token_budget: int, max_len
             for XLA/TPU, more padding) instead of to its own longest sequence.
 
     Returns:
-        A dataset of dicts of [batch, length] int32 tensors padded with 0. Buckets emit full
-        batches as they fill; at the end of a finite input, partial batches follow.
+        A dataset of dicts of [batch, length] int32 tensors padded with 0 (pad). Buckets emit
+        full batches as they fill; at the end of a finite input, partial batches follow.
 
     Example:
-        >>> pairs = tf.data.Dataset.from_tensor_slices(  # doctest: +SKIP
+        >>> pairs = tf.data.Dataset.from_tensor_slices(
         ...     {"source_ids": [[5, 3]], "target_ids": [[2, 6]], "labels": [[6, 3]]})
-        >>> batches = token_budget_batches(pairs, token_budget=64, max_length=16)  # doctest: +SKIP
+        >>> batch = next(iter(token_budget_batches(pairs, token_budget=64, max_length=16)))
+        >>> batch["labels"].numpy().tolist()
+        [[6, 3]]
     """
     boundaries = list(boundaries or bucket_boundaries(max_length))
     if boundaries[-1] <= max_length:
@@ -131,12 +138,34 @@ def token_budget_batches(dataset: tf.data.Dataset, *, token_budget: int, max_len
             f"the last bucket boundary ({boundaries[-1]}) must exceed max_length ({max_length})"
         )
     batch_sizes = bucket_batch_sizes(boundaries, token_budget, num_replicas)
-    return dataset.bucket_by_sequence_length(
-        element_length_func=sequence_length,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=batch_sizes,
-        padded_shapes={name: [None] for name in SEQUENCE_FEATURES},
-        padding_values={name: tf.constant(0, tf.int32) for name in SEQUENCE_FEATURES},
-        pad_to_bucket_boundary=pad_to_bucket_boundary,
-        drop_remainder=False,
+    boundaries_tensor = tf.constant(boundaries, tf.int32)
+    sizes_tensor = tf.constant(batch_sizes, tf.int64)
+    # Bucket i's longest length; the overflow bucket (never filled) gets max_length.
+    uppers_tensor = tf.constant([b - 1 for b in boundaries] + [max_length], tf.int32)
+
+    def bucket_of(element):
+        # The first bucket whose boundary exceeds the length, as bucket_by_sequence_length.
+        length = tf.reshape(sequence_length(element), [1])
+        return tf.cast(tf.searchsorted(boundaries_tensor, length, side="right")[0], tf.int64)
+
+    def to_dense(bucket, batch):
+        dense = {}
+        for name in SEQUENCE_FEATURES:
+            values = batch[name]
+            values = values.to_tensor(0) if isinstance(values, tf.RaggedTensor) else values
+            if pad_to_bucket_boundary:
+                width = tf.gather(uppers_tensor, bucket) - tf.shape(values)[1]
+                values = tf.pad(values, [[0, 0], [0, width]])
+            dense[name] = values
+        return dense
+
+    def batch_window(bucket, window):
+        return window.ragged_batch(tf.gather(sizes_tensor, bucket)).map(
+            lambda batch: to_dense(bucket, batch)
+        )
+
+    return dataset.group_by_window(
+        key_func=bucket_of,
+        reduce_func=batch_window,
+        window_size_func=lambda bucket: tf.gather(sizes_tensor, bucket),
     )

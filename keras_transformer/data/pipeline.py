@@ -183,8 +183,12 @@ class TranslationPipeline:
             self._checks = check_corpora(self.corpora)
         return self._checks
 
-    def _tokenize_lines(self, dataset):
-        """(source, target) strings -> (source pieces, target pieces), 1-D int32 each."""
+    def _tokenize_batches(self, dataset, batch_size=_TOKENIZE_BATCH):
+        """(source, target) strings -> batches of pieces: two int32 `RaggedTensor`s [B, None].
+
+        Tokenizing (and later filtering) whole batches costs one op call per batch; the
+        per-element overhead of tf.data would otherwise dominate on a few CPU cores.
+        """
         vocabulary = self.vocabulary
 
         def tokenize(sources, targets):
@@ -192,10 +196,8 @@ class TranslationPipeline:
             tokenizer = vocabulary.make_tokenizer()
             return tokenizer.tokenize(sources), tokenizer.tokenize(targets)
 
-        return (
-            dataset.batch(_TOKENIZE_BATCH)
-            .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-            .unbatch()
+        return dataset.batch(batch_size).map(
+            tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
 
     def _cache_path(self, corpus):
@@ -213,32 +215,27 @@ class TranslationPipeline:
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in corpus.name)
         return os.path.join(self.cache_dir, f"{safe_name}-{identity.hexdigest()[:16]}")
 
-    def _corpus_pieces(self, corpus):
-        """One corpus's pairs as pieces, in file order, from the cache when there is one."""
-        if not self.cache_dir:
-            return self._tokenize_lines(corpus.to_dataset())
+    def _cached_pieces(self, corpus):
+        """One corpus's pairs as pieces (1-D int32 each), in file order, tokenized once."""
         path = self._cache_path(corpus)
         if not os.path.exists(os.path.join(path, "complete")):
             logger.info("tokenizing corpus %r once into %s", corpus.name, path)
-            self._tokenize_lines(corpus.to_dataset()).save(path)
+            self._tokenize_batches(corpus.to_dataset()).unbatch().save(path)
             # Written last: a run stopped mid-save leaves no marker and is redone.
             with open(os.path.join(path, "complete"), "w") as marker:
                 marker.write("ok\n")
         return tf.data.Dataset.load(path)
 
-    def _pieces(self, *, shuffle: bool, repeat: bool, seed):
-        """The pairs of all corpora as pieces, shuffled, repeated and mixed as asked.
+    def _piece_batches(self, *, shuffle: bool, repeat: bool, seed, batch_size=_TOKENIZE_BATCH):
+        """The pairs of all corpora as ragged batches of pieces, shuffled, repeated and mixed.
 
-        Text is shuffled before tokenizing when there is no cache (strings are cheaper to hold
-        than id sequences); with a cache, the cached ids are shuffled.
+        Pairs are shuffled and mixed one by one, then tokenized (or, from a cache, grouped) in
+        batches. Without a cache, text is shuffled: strings are cheaper to hold than ids.
         """
         self.check()
         datasets = []
         for index, corpus in enumerate(self.corpora):
-            if self.cache_dir:
-                dataset = self._corpus_pieces(corpus)
-            else:
-                dataset = corpus.to_dataset()
+            dataset = self._cached_pieces(corpus) if self.cache_dir else corpus.to_dataset()
             if shuffle and self.shuffle_buffer > 1:
                 # One seed per corpus, derived from the one seed: reproducible and independent.
                 corpus_seed = None if seed is None else int(seed) * 7919 + index
@@ -246,25 +243,37 @@ class TranslationPipeline:
                                           reshuffle_each_iteration=True)
             if repeat:
                 dataset = dataset.repeat()
-            if not self.cache_dir:
-                dataset = self._tokenize_lines(dataset)
             datasets.append(dataset)
         if len(datasets) == 1:
-            return datasets[0]
-        weights = np.array([corpus.weight for corpus in self.corpora], dtype=np.float64)
-        return tf.data.Dataset.sample_from_datasets(
-            datasets, weights=(weights / weights.sum()).tolist(), seed=seed,
-            stop_on_empty_dataset=False,
-        )
+            pairs = datasets[0]
+        else:
+            weights = np.array([corpus.weight for corpus in self.corpora], dtype=np.float64)
+            pairs = tf.data.Dataset.sample_from_datasets(
+                datasets, weights=(weights / weights.sum()).tolist(), seed=seed,
+                stop_on_empty_dataset=False,
+            )
+        if self.cache_dir:
+            return pairs.ragged_batch(batch_size)
+        return self._tokenize_batches(pairs, batch_size)
 
-    def _keep(self, source_pieces, target_pieces):
-        source_length = tf.shape(source_pieces)[0]
-        target_length = tf.shape(target_pieces)[0]
-        not_empty = tf.logical_and(source_length > 0, target_length > 0)
-        # + 1: eos on the source side and on the labels.
-        fits = tf.logical_and(source_length + 1 <= self.max_length,
-                              target_length + 1 <= self.max_length)
-        return tf.logical_and(not_empty, fits)
+    def _model_pairs(self, sources, targets):
+        """Filters a batch of piece pairs and adds bos/eos: ragged `add_special_ids`."""
+        source_lengths, target_lengths = sources.row_lengths(), targets.row_lengths()
+        max_pieces = tf.constant(self.max_length - 1, source_lengths.dtype)  # + 1 for eos
+        keep = (
+            (source_lengths > 0) & (target_lengths > 0)
+            & (source_lengths <= max_pieces) & (target_lengths <= max_pieces)
+        )
+        sources = tf.ragged.boolean_mask(sources, keep)
+        targets = tf.ragged.boolean_mask(targets, keep)
+        rows = tf.shape(sources.row_lengths())[0]
+        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(EOS_ID, tf.int32)))
+        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(BOS_ID, tf.int32)))
+        return {
+            "source_ids": tf.concat([sources, eos], axis=1),
+            "target_ids": tf.concat([bos, targets], axis=1),
+            "labels": tf.concat([targets, eos], axis=1),
+        }
 
     # -- the report -------------------------------------------------------------------------
 
@@ -305,13 +314,15 @@ class TranslationPipeline:
             }
 
         # All corpora once, unshuffled: counts do not depend on order.
-        datasets = [self._corpus_pieces(corpus) for corpus in self.corpora]
-        pieces = datasets[0]
-        for dataset in datasets[1:]:
-            pieces = pieces.concatenate(dataset)
+        batches = None
+        for corpus in self.corpora:
+            if self.cache_dir:
+                corpus_batches = self._cached_pieces(corpus).ragged_batch(_REPORT_BATCH)
+            else:
+                corpus_batches = self._tokenize_batches(corpus.to_dataset(), _REPORT_BATCH)
+            batches = corpus_batches if batches is None else batches.concatenate(corpus_batches)
         counts = (
-            pieces.batch(_REPORT_BATCH)
-            .map(count, num_parallel_calls=tf.data.AUTOTUNE)
+            batches.map(count, num_parallel_calls=tf.data.AUTOTUNE)
             .reduce(
                 {"read": tf.constant(0, tf.int64), "empty": tf.constant(0, tf.int64),
                  "too_long": tf.constant(0, tf.int64),
@@ -371,9 +382,10 @@ class TranslationPipeline:
                     f"evenly across {self.num_replicas} replicas; lower the token budget or "
                     "use repeat=True"
                 )
-        pieces = self._pieces(shuffle=shuffle, repeat=repeat, seed=seed)
-        pairs = pieces.filter(self._keep).map(
-            add_special_ids, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        pairs = (
+            self._piece_batches(shuffle=shuffle, repeat=repeat, seed=seed)
+            .map(self._model_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .unbatch()
         )
         batches = batching.token_budget_batches(
             pairs, token_budget=self.token_budget, max_length=self.max_length,
