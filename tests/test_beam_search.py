@@ -245,3 +245,15 @@ def test_searches_agree_across_backends(backend, tmp_path):
         assert o_lengths.tolist() == lengths.tolist(), name
         np.testing.assert_allclose(o_log_probs, log_probs, atol=1e-4)
         np.testing.assert_allclose(o_scores, scores, atol=1e-4)
+
+
+def test_min_length_forbids_eos_until_reached():
+    # eos is the most likely token everywhere; min_length 3 makes outputs 3 tokens long.
+    table = markov_table(6, {t: {EOS: 0.9, X: 0.05, Y: 0.04} for t in range(6)})
+    result = BeamSearch(beam_size=2, alpha=ALPHA, max_extra_length=5, min_length=3)(
+        MarkovDecoder(table), SOURCE)
+    ids, log_prob, _ = hypotheses(result, 0)[0]
+    assert ids == [X, X, EOS]
+    assert abs(log_prob - (2 * math.log(0.05) + math.log(0.9))) < 1e-5
+    greedy = greedy_search(MarkovDecoder(table), SOURCE, min_length=3)
+    assert ops.convert_to_numpy(greedy.ids)[0, 0, :3].tolist() == [X, X, EOS]

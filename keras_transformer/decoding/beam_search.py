@@ -24,7 +24,8 @@ The loop stops when every sentence is done or at the longest cap.
 
 from keras import ops
 
-from keras_transformer.decoding.incremental import NEG_INF, as_decoder, forbid_tokens
+from keras_transformer.decoding.incremental import (NEG_INF, as_decoder, forbid_early_eos,
+                                                    forbid_tokens)
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
 
@@ -68,6 +69,8 @@ class BeamSearch:
             is also at most the model's `max_length`.
         num_hypotheses: how many finished hypotheses to return per sentence (n-best),
             at most `beam_size`.
+        min_length: no eos before this many output tokens (eos included); 0 by default.
+            Benchmarks use it to force the output length of untrained models.
 
     Call args:
         model: a `Transformer` or a decoder (`IncrementalDecoder`, `EnsembleDecoder`).
@@ -82,22 +85,27 @@ class BeamSearch:
     >>> result.ids[:, 0]             # the best translation of each sentence, eos-terminated
     """
 
-    def __init__(self, beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1):
+    def __init__(self, beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1,
+                 min_length=0):
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
         if not isinstance(num_hypotheses, int) or not 1 <= num_hypotheses <= beam_size:
             raise ValueError(f"num_hypotheses must be in [1, beam_size={beam_size}], got "
                              f"{num_hypotheses!r}")
-        if alpha < 0:
+        # alpha and max_extra_length may also be scalar tensors: an exported graph takes them
+        # per request (and checks their range itself).
+        if isinstance(alpha, (int, float)) and alpha < 0:
             # The early-exit bound assumes a penalty that grows with length.
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
-        if not isinstance(max_extra_length, int) or max_extra_length < 0:
+        if isinstance(max_extra_length, (int, float)) and (
+                not isinstance(max_extra_length, int) or max_extra_length < 0):
             raise ValueError(f"max_extra_length must be a non-negative integer, got "
                              f"{max_extra_length!r}")
         self.beam_size = beam_size
-        self.alpha = float(alpha)
+        self.alpha = float(alpha) if isinstance(alpha, (int, float)) else alpha
         self.max_extra_length = max_extra_length
         self.num_hypotheses = num_hypotheses
+        self.min_length = int(min_length)
 
     def __call__(self, model, source_ids):
         decoder = as_decoder(model)
@@ -120,6 +128,7 @@ class BeamSearch:
             log_probs, dynamic = decoder.step(ops.reshape(alive_tokens, (-1, 1)), static,
                                               dynamic, step)
             log_probs = forbid_tokens(log_probs, (decoder.pad_id, decoder.bos_id))
+            log_probs = forbid_early_eos(log_probs, decoder.eos_id, step, self.min_length)
             log_probs = ops.reshape(log_probs, (batch_size, k, vocab_size))
 
             # The 2k best one-token extensions of the alive hypotheses.
@@ -196,10 +205,11 @@ class BeamSearch:
     def get_config(self):
         return {"beam_size": self.beam_size, "alpha": self.alpha,
                 "max_extra_length": self.max_extra_length,
-                "num_hypotheses": self.num_hypotheses}
+                "num_hypotheses": self.num_hypotheses, "min_length": self.min_length}
 
 
 def beam_search(model, source_ids, beam_size=4, alpha=0.6, max_extra_length=50,
-                num_hypotheses=1):
-    """`BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)(model, source_ids)`."""
-    return BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)(model, source_ids)
+                num_hypotheses=1, min_length=0):
+    """`BeamSearch(beam_size, alpha, ...)(model, source_ids)` in one call."""
+    return BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses, min_length)(
+        model, source_ids)

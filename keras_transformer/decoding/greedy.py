@@ -2,12 +2,13 @@
 
 from keras import ops
 
-from keras_transformer.decoding.incremental import NEG_INF, as_decoder, forbid_tokens
+from keras_transformer.decoding.incremental import as_decoder, forbid_early_eos, forbid_tokens
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
 
 
-def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50, alpha=0.0):
+def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50, alpha=0.0,
+                          min_length=0):
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
     The loop is a `keras.ops.while_loop` over fixed-shape state, so it runs on every backend
@@ -22,6 +23,7 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
             `log_probs` already forbid pad and bos.
         max_extra_length: output tokens allowed beyond the source length.
         alpha: length-penalty strength used for `scores` only (the choice is per token).
+        min_length: no eos before this many output tokens (eos included).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -40,6 +42,7 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
     def one_step(step, tokens, ids, lengths, log_probs, finished, dynamic):
         step_log_probs, dynamic = decoder.step(tokens[:, None], static, dynamic, step)
         step_log_probs = forbid_tokens(step_log_probs, (decoder.pad_id, decoder.bos_id))
+        step_log_probs = forbid_early_eos(step_log_probs, decoder.eos_id, step, min_length)
         chosen = ops.cast(select_tokens(step_log_probs, step), "int32")
         chosen = ops.where(finished, decoder.pad_id, chosen)
         token_log_probs = ops.take_along_axis(step_log_probs, chosen[:, None], axis=1)[:, 0]
@@ -67,7 +70,7 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
     return SearchResult(ids[:, None, :], lengths[:, None], log_probs[:, None], scores[:, None])
 
 
-def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0):
+def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=0):
     """Greedy search: the most probable token at every step.
 
     Args:
@@ -75,6 +78,7 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0):
         source_ids: `[batch, source_length]` int32, ending with eos, padded with pad.
         max_extra_length: output tokens allowed beyond the source length (paper: 50).
         alpha: length-penalty strength for the reported `scores` (does not change the output).
+        min_length: no eos before this many output tokens (eos included).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -85,7 +89,7 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0):
     """
     return decode_token_by_token(
         model, source_ids, lambda log_probs, step: ops.argmax(log_probs, axis=-1),
-        max_extra_length=max_extra_length, alpha=alpha)
+        max_extra_length=max_extra_length, alpha=alpha, min_length=min_length)
 
 
 

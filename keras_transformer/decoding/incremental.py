@@ -81,6 +81,15 @@ class IncrementalDecoder:
         return log_probs, tuple(self_cache for self_cache, _ in cache)
 
 
+def forbid_early_eos(log_probs, eos_id, step, min_length):
+    """Forbids eos while the output would be shorter than `min_length` tokens (eos included):
+    the token chosen at `step` makes the output `step + 1` tokens long."""
+    if not min_length:
+        return log_probs
+    is_eos = ops.equal(ops.arange(ops.shape(log_probs)[-1]), eos_id)
+    return ops.where(ops.logical_and(is_eos, step + 1 < min_length), NEG_INF, log_probs)
+
+
 def as_decoder(model_or_decoder):
     """A `Transformer` wrapped in `IncrementalDecoder`; a decoder is returned unchanged."""
     if hasattr(model_or_decoder, "initial_state") and hasattr(model_or_decoder, "step"):

@@ -43,8 +43,11 @@ def max_output_lengths(source_ids, pad_id, max_extra_length, max_length):
 
     Returns:
         `(per_sentence, buffer_length)`: an int32 tensor `[batch]` of output caps (eos
-        included) and the Python int that bounds them all, the static length of the decoding
-        buffers and cache: min(source_length + max_extra_length, max_length).
+        included) and the bound of them all, the length of the decoding buffers and cache:
+        min(source_length + max_extra_length, max_length). It is a Python int (a static shape,
+        as XLA wants) when the source length and `max_extra_length` are known while tracing,
+        and a scalar tensor otherwise (a SavedModel's signature takes any source length and
+        the setting per request).
 
     Example:
     >>> caps, buffer = max_output_lengths(keras.ops.array([[5, 6, 3], [7, 3, 0]]), 0, 2, 100)
@@ -54,5 +57,8 @@ def max_output_lengths(source_ids, pad_id, max_extra_length, max_length):
     source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, pad_id), "int32"), axis=1)
     per_sentence = ops.minimum(source_lengths + max_extra_length, max_length)
     per_sentence = ops.maximum(per_sentence, 1)
-    buffer_length = min(int(source_ids.shape[1]) + max_extra_length, max_length)
-    return per_sentence, max(buffer_length, 1)
+    if isinstance(source_ids.shape[1], int) and isinstance(max_extra_length, int):
+        buffer_length = min(source_ids.shape[1] + max_extra_length, max_length)
+        return per_sentence, max(buffer_length, 1)
+    buffer_length = ops.minimum(ops.shape(source_ids)[1] + max_extra_length, max_length)
+    return per_sentence, ops.maximum(buffer_length, 1)
