@@ -6,6 +6,20 @@ from keras import ops
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
 
 
+def _write_cache(cache, update, index):
+    """`cache` `[batch, length, heads, dim]` with `update` written at `index` on axis 1.
+
+    One step's token is written with a select rather than `slice_update`: on TensorFlow that
+    op is `XlaDynamicUpdateSlice`, which stock TF Serving cannot run. The select reads the
+    whole cache, as the attention that follows does anyway.
+    """
+    update = ops.cast(update, cache.dtype)
+    if update.shape[1] != 1:
+        return ops.slice_update(cache, (0, index, 0, 0), update)
+    slot = ops.arange(ops.shape(cache)[1]) == index
+    return ops.where(slot[None, :, None, None], update, cache)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, ...).
@@ -109,9 +123,8 @@ class MultiHeadAttention(keras.layers.Layer):
             keys, values = cache
         else:
             new_keys, new_values = self.compute_cache(value)
-            start = (0, cache_update_index, 0, 0)
-            keys = ops.slice_update(cache[0], start, ops.cast(new_keys, cache[0].dtype))
-            values = ops.slice_update(cache[1], start, ops.cast(new_values, cache[1].dtype))
+            keys = _write_cache(cache[0], new_keys, cache_update_index)
+            values = _write_cache(cache[1], new_values, cache_update_index)
             cache = (keys, values)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         heads = self.attention(queries, keys, values, attention_mask=mask, training=training)

@@ -1,0 +1,13 @@
+"""SavedModel export for TensorFlow Serving (TensorFlow-only).
+
+    saved_model.py  export_saved_model: BASE/NAME/VERSION/, atomic, never overwrites
+    signatures.py   the graph functions: tokenize, beam search, detokenize
+    graph_ops.py    which ops an export uses; fail on any stock TF Serving lacks
+"""
+
+from keras_transformer.export.graph_ops import check_serving_ops, saved_model_ops
+from keras_transformer.export.saved_model import (existing_versions, export_saved_model,
+                                                  next_version)
+
+__all__ = ["check_serving_ops", "existing_versions", "export_saved_model", "next_version",
+           "saved_model_ops"]

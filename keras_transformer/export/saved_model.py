@@ -1,0 +1,141 @@
+"""A SavedModel for TensorFlow Serving: raw text in, beam search in the graph, text out.
+
+Layout: `BASE_DIR/NAME/VERSION/` (TF Serving's model base path and numbered versions).
+Versions auto-increment and are never overwritten: the export is written to a hidden
+directory beside them (TF Serving only loads numeric names) and renamed into place when
+complete, so a failed export leaves nothing that the server would pick up.
+
+Signatures (dense tensors only: a ragged output silently yields a broken signature):
+
+- `serving_default`: `text` `[batch]` string, and per-request decoding settings that default
+  to the paper's (stored in the SignatureDef's `defaults`, which TF Serving fills in when a
+  request leaves them out): `beam_size` (1 .. the compiled `max_beam_size`), `alpha`,
+  `max_extra_length`, `num_hypotheses` (at most `beam_size`). Outputs: `translation` `[batch]`
+  string, `score` `[batch]` float, `nbest_translations` `[batch, n]` string, `nbest_scores`
+  `[batch, n]` float.
+- `translate_ids`: `source_ids` `[batch, length]` int32 (subword ids then eos, padded with 0)
+  and the same settings; outputs `output_ids` `[batch, n, length]` int32 (eos-terminated,
+  0-padded), `output_lengths` `[batch, n]` int32, `scores` `[batch, n]` float. Core TF ops
+  only, for clients that tokenize themselves.
+
+Tokenization and detokenization run in the graph with tensorflow-text's SentencePiece ops,
+which the stock TF Serving binary links.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import uuid
+
+from keras_transformer.errors import UserInputError
+
+# Decoding defaults of section 6.1.
+DEFAULT_BEAM_SIZE = 4
+DEFAULT_ALPHA = 0.6
+DEFAULT_MAX_EXTRA_LENGTH = 50
+# Beam width is a tensor shape in the graph: one search is compiled per width up to this.
+DEFAULT_MAX_BEAM_SIZE = 8
+
+
+def existing_versions(model_dir):
+    """Numeric version directories under `model_dir`, ascending."""
+    model_dir = pathlib.Path(model_dir)
+    if not model_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def next_version(model_dir):
+    """One more than the highest existing version (1 for a new model)."""
+    versions = existing_versions(model_dir)
+    return versions[-1] + 1 if versions else 1
+
+
+def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_models",
+                       max_beam_size=DEFAULT_MAX_BEAM_SIZE, beam_size=DEFAULT_BEAM_SIZE,
+                       alpha=DEFAULT_ALPHA, max_extra_length=DEFAULT_MAX_EXTRA_LENGTH):
+    """Writes `base_dir/name/version/` and returns its path.
+
+    Args:
+        model: a `keras_transformer.Transformer` (TensorFlow backend).
+        vocabulary: the `SubwordVocabulary` (or the path of its `.model` file) the model was
+            trained with.
+        name: the model name, TF Serving's `--model_name`.
+        version: a positive integer; None takes the next free one. An existing version is
+            never overwritten.
+        base_dir: TF Serving's model base path is `base_dir/name`.
+        max_beam_size: the widest beam a request may ask for.
+        beam_size, alpha, max_extra_length: the defaults of requests that leave them out.
+
+    Example:
+        >>> path = export_saved_model(model, "run/vocab.model", "ende")  # doctest: +SKIP
+        >>> path.name
+        '1'
+    """
+    import keras
+
+    from keras_transformer.data.vocabulary import SubwordVocabulary
+    from keras_transformer.export.signatures import ServingFunctions
+
+    if keras.backend.backend() != "tensorflow":
+        raise UserInputError(
+            f"exporting a SavedModel needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
+            f"this process runs {keras.backend.backend()!r}"
+        )
+    if not isinstance(vocabulary, SubwordVocabulary):
+        vocabulary = SubwordVocabulary.from_file(vocabulary)
+    if vocabulary.size != model.config.vocab_size:
+        raise UserInputError(
+            f"the vocabulary has {vocabulary.size} pieces but the model was built for "
+            f"vocab_size={model.config.vocab_size}; export the model with the vocabulary it "
+            "was trained with"
+        )
+    if not (isinstance(max_beam_size, int) and 1 <= beam_size <= max_beam_size):
+        raise UserInputError(
+            f"beam_size={beam_size} must be between 1 and max_beam_size={max_beam_size}")
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise UserInputError(
+            f"model name {name!r} must be letters, digits, '-', '_' or '.' (a directory name "
+            "that TF Serving's --model_name can use)")
+    model_dir = pathlib.Path(base_dir) / name
+    if version is None:
+        version = next_version(model_dir)
+    elif not isinstance(version, int) or version < 1:
+        raise UserInputError(f"version must be a positive integer, got {version!r}")
+    final_dir = model_dir / str(version)
+    if final_dir.exists():
+        raise UserInputError(
+            f"{final_dir} already exists and exports never overwrite a version; pass another "
+            f"--version or leave it out to take the next one ({next_version(model_dir)})")
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserInputError(f"cannot create {model_dir}: {error.strerror}") from None
+
+    functions = ServingFunctions(model, vocabulary, max_beam_size=max_beam_size,
+                                 beam_size=beam_size, alpha=alpha,
+                                 max_extra_length=max_extra_length)
+    staging_dir = model_dir / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+    try:
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        archive.track(functions.tokenizer)
+        archive.add_endpoint("serving_default", functions.translate_text,
+                             input_signature=functions.text_signature())
+        archive.add_endpoint("translate_ids", functions.translate_ids,
+                             input_signature=functions.ids_signature())
+        archive.write_out(str(staging_dir), verbose=False)
+        extra = staging_dir / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        (extra / "keras_transformer.json").write_text(json.dumps({
+            "model_config": model.config.to_dict(),
+            "max_beam_size": max_beam_size,
+            "defaults": {"beam_size": beam_size, "alpha": alpha,
+                         "max_extra_length": max_extra_length, "num_hypotheses": 1},
+        }, indent=2))
+        # Atomic on one filesystem: TF Serving sees the version complete or not at all.
+        os.rename(staging_dir, final_dir)
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
+    return final_dir

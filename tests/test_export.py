@@ -1,0 +1,226 @@
+"""The SavedModel as TensorFlow Serving would use it: loaded without our code, by the TF1
+session loader and by `tf.saved_model.load`, with hostile inputs and concurrent calls."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer.data import TextPairCorpus, train_vocabulary
+from keras_transformer.data.number_expressions import write_number_expressions
+from keras_transformer.errors import UserInputError
+from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
+from keras_transformer.translation import Translator
+
+MAX_EXTRA = 6  # short outputs keep a random model's decoding fast
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    paths = write_number_expressions(root / "corpus", seed=0, sizes=(("train", 3000),))
+    vocabulary = train_vocabulary([TextPairCorpus(*paths["train"])], str(root / "vocab"),
+                                  vocab_size=512)
+    keras.utils.set_random_seed(0)
+    config = kt.TransformerConfig(vocab_size=vocabulary.size, num_layers=1, d_model=32,
+                                  d_ff=64, num_heads=4, max_length=48, dropout=0.0)
+    model = kt.build_model(config)
+    # Peaky distributions: random weights otherwise give near-ties that rounding can flip.
+    model.target_embedding.embeddings.assign(model.target_embedding.embeddings * 4.0)
+    path = export_saved_model(model, vocabulary, "numbers", base_dir=root / "saved_models",
+                              max_beam_size=2, beam_size=2, alpha=0.6,
+                              max_extra_length=MAX_EXTRA)
+    loaded = tf.saved_model.load(str(path))
+    return {"root": root, "path": path, "model": model, "vocabulary": vocabulary,
+            "vocab_path": str(root / "vocab.model"), "serve": loaded.signatures[
+                "serving_default"], "loaded": loaded}
+
+
+def _translator(exported, **settings):
+    options = dict(beam_size=2, alpha=0.6, max_extra_length=MAX_EXTRA)
+    options.update(settings)
+    return Translator(exported["model"], exported["vocab_path"], **options)
+
+
+def _serve(exported, texts, **settings):
+    inputs = {"text": tf.constant(texts, tf.string)}
+    inputs.update({k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
+                   for k, v in {"beam_size": 2, "alpha": 0.6, "max_extra_length": MAX_EXTRA,
+                                "num_hypotheses": 1, **settings}.items()})
+    outputs = exported["serve"](**inputs)
+    return {k: v.numpy() for k, v in outputs.items()}
+
+
+SENTENCES = ["four hundred twenty-one", "half past seven", "on March third",
+             "one red dog", "nineteen ninety-eight", "seventy-two green bottles", "in twenty ten"]
+
+
+def test_layout_versions_and_never_overwrite(exported, monkeypatch):
+    model_dir = exported["path"].parent
+    assert exported["path"].name == "1"
+    assert (exported["path"] / "saved_model.pb").is_file()
+    assert (exported["path"] / "variables").is_dir()
+    with pytest.raises(UserInputError, match="already exists.*never overwrite"):
+        export_saved_model(exported["model"], exported["vocabulary"], "numbers", version=1,
+                           base_dir=model_dir.parent, max_beam_size=1, beam_size=1)
+
+    # A failed export leaves no version and no partial directory behind.
+    def save_half_then_fail(obj, export_dir, *args, **kwargs):
+        import pathlib
+
+        pathlib.Path(export_dir).mkdir(parents=True)
+        (pathlib.Path(export_dir) / "saved_model.pb").write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", save_half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_saved_model(exported["model"], exported["vocabulary"], "numbers",
+                           base_dir=model_dir.parent, max_beam_size=1, beam_size=1)
+    assert sorted(p.name for p in model_dir.iterdir()) == ["1"]
+
+
+def test_graph_holds_only_core_and_sentencepiece_ops(exported, tmp_path):
+    ops = check_serving_ops(exported["path"])
+    assert {"SentencepieceTokenizeOp", "SentencepieceDetokenizeOp", "While"} <= set(ops)
+    # The check catches what TF Serving cannot run: here a Python function.
+    module = tf.Module()
+    module.f = tf.function(lambda x: tf.py_function(lambda y: y, [x], tf.float32),
+                           input_signature=[tf.TensorSpec([], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "py"), signatures=module.f)
+    assert "EagerPyFunc" in saved_model_ops(tmp_path / "py")
+    with pytest.raises(UserInputError, match="EagerPyFunc"):
+        check_serving_ops(tmp_path / "py")
+
+
+def test_signature_equals_in_process_translate(exported):
+    served = _serve(exported, SENTENCES)
+    expected = _translator(exported).translate(SENTENCES)
+    assert [t.decode() for t in served["translation"]] == expected
+    assert served["nbest_translations"].shape == (len(SENTENCES), 1)
+
+
+def test_per_request_settings_change_the_search_as_translate_does(exported):
+    for settings in ({"beam_size": 1}, {"alpha": 0.0}, {"alpha": 1.5}, {"beam_size": 1,
+                                                                         "max_extra_length": 2}):
+        served = _serve(exported, SENTENCES, **settings)
+        translator = _translator(exported, **settings)
+        ids = [translator.vocabulary.encode(s) + [3] for s in SENTENCES]
+        expected = translator.translate(SENTENCES)
+        assert [t.decode() for t in served["translation"]] == expected, settings
+        # Scores are log P / lp(|Y|): alpha changes them.
+        _, _, _, scores = translator.translate_ids(_pad(ids))
+        np.testing.assert_allclose(served["score"], scores[:, 0], rtol=1e-4, atol=1e-4)
+    # n-best
+    served = _serve(exported, SENTENCES, num_hypotheses=2)
+    expected = _translator(exported, num_hypotheses=2).translate(SENTENCES)
+    assert served["nbest_translations"].shape == (len(SENTENCES), 2)
+    for row, hypotheses in enumerate(expected):
+        assert [t.decode() for t in served["nbest_translations"][row]] == [h for h, _ in
+                                                                            hypotheses]
+
+
+def _pad(rows):
+    width = max(len(r) for r in rows)
+    return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
+
+
+def test_hostile_inputs_give_one_output_each_in_order(exported):
+    weird = ["", "   ", "\t\n", "x" * 10000, "control\x00\x07\x1bchars", "emoji 🎉🚀 ok",
+             "中文测试", "עברית مرحبا", "four hundred twenty-one"]
+    served = _serve(exported, weird)
+    assert served["translation"].shape == (len(weird),)
+    assert list(served["translation"][:3]) == [b"", b"", b""]
+    assert list(served["score"][:3]) == [0.0, 0.0, 0.0]
+    # Invalid UTF-8 bytes go through the graph too.
+    raw = exported["serve"](text=tf.constant([b"\xff\xfe\xfd", b"ok"]),
+                            beam_size=tf.constant(1), alpha=tf.constant(0.6),
+                            max_extra_length=tf.constant(2), num_hypotheses=tf.constant(1))
+    assert raw["translation"].shape == (2,)
+    # Each output is the one its input gets alone: the batch keeps order.
+    for index in (3, 5, 8):
+        alone = _serve(exported, [weird[index]])["translation"][0]
+        assert served["translation"][index] == alone
+    # A batch of 0 and a batch of 512.
+    assert _serve(exported, [])["translation"].shape == (0,)
+    big = [SENTENCES[i % len(SENTENCES)] for i in range(512)]
+    outputs = _serve(exported, big, beam_size=1, max_extra_length=2)["translation"]
+    reference = _serve(exported, SENTENCES, beam_size=1, max_extra_length=2)["translation"]
+    assert list(outputs) == [reference[i % len(SENTENCES)] for i in range(512)]
+
+
+def test_concurrent_calls(exported):
+    errors, results = [], []
+
+    def worker(seed):
+        try:
+            for call in range(100):
+                text = SENTENCES[(seed + call) % len(SENTENCES)]
+                out = _serve(exported, [text], beam_size=1, max_extra_length=2)
+                results.append((text, out["translation"][0]))
+        except Exception as error:  # noqa: BLE001 - the test counts every failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(results) == 800
+    assert len({(text, out) for text, out in results}) == len(SENTENCES)  # deterministic
+
+
+LOADER = textwrap.dedent("""
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the SentencePiece ops, as TF Serving links them
+    path, texts = sys.argv[1], json.loads(sys.argv[2])
+
+    # 1. The TF2 loader.
+    loaded = tf.saved_model.load(path)
+    v2 = loaded.signatures["serving_default"](
+        text=tf.constant(texts), beam_size=tf.constant(2), alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(%d), num_hypotheses=tf.constant(1))
+    v2 = [t.decode() for t in v2["translation"].numpy()]
+
+    # 2. The TF1 session loader (TF Serving's C++ loader does the same), feeding only `text`
+    #    and taking the other inputs from the SignatureDef's defaults, as TF Serving does.
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        signature = meta.signature_def["serving_default"]
+        feed = {signature.inputs["text"].name: texts}
+        for key, tensor_info in signature.inputs.items():
+            if key != "text":
+                feed[tensor_info.name] = tf.make_ndarray(signature.defaults[key])
+        v1 = session.run(signature.outputs["translation"].name, feed_dict=feed)
+        v1 = [t.decode() for t in v1]
+    assert not any(m.startswith("keras_transformer") for m in sys.modules)
+    print(json.dumps({"v1": v1, "v2": v2, "defaults": sorted(signature.defaults)}))
+""" % MAX_EXTRA)
+
+
+def test_loads_in_a_fresh_process_without_our_code(exported):
+    result = subprocess.run(
+        [sys.executable, "-c", LOADER, str(exported["path"]), json.dumps(SENTENCES)],
+        capture_output=True, text=True, timeout=600, cwd=exported["root"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = _translator(exported).translate(SENTENCES)
+    assert outputs["v2"] == expected
+    assert outputs["v1"] == expected  # defaults: beam 2, alpha 0.6, max_extra_length 6
+    assert outputs["defaults"] == ["alpha", "beam_size", "max_extra_length", "num_hypotheses"]
+
+
+def test_parity_on_newstest2013(exported, data_dir):
+    lines = (data_dir / "wmt" / "newstest2013.en").read_text(encoding="utf-8").splitlines()[:50]
+    served = _serve(exported, lines)
+    with pytest.warns(UserWarning, match="tokens"):  # long news lines exceed max_length 48
+        expected = _translator(exported).translate(lines)
+    assert [t.decode() for t in served["translation"]] == expected
