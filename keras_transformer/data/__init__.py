@@ -11,7 +11,8 @@ TensorFlow-only (tf.data, tensorflow-text): import it as `keras_transformer.data
 Example:
     >>> from keras_transformer import data
     >>> corpus = data.TextPairCorpus("train.en.gz", "train.de.gz")  # doctest: +SKIP
-    >>> vocabulary = data.train_vocabulary([corpus], "vocab/ende", vocab_size=8000)  # doctest: +SKIP
+    >>> vocabulary = data.train_vocabulary(  # doctest: +SKIP
+    ...     [corpus], "vocab/ende", vocab_size=8000)
     >>> batches = data.make_dataset(corpus, vocabulary, token_budget=4096, seed=1)  # doctest: +SKIP
 """
 

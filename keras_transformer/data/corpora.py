@@ -211,7 +211,8 @@ class TextPairCorpus(ParallelCorpus):
         name: a short name for messages; defaults to the source file name.
 
     Example:
-        >>> corpus = TextPairCorpus("multi30k/train.en.gz", "multi30k/train.de.gz")  # doctest: +SKIP
+        >>> corpus = TextPairCorpus(  # doctest: +SKIP
+        ...     "multi30k/train.en.gz", "multi30k/train.de.gz")
         >>> corpus.check().num_pairs  # doctest: +SKIP
         29000
         >>> source, target = next(corpus.pairs())  # doctest: +SKIP

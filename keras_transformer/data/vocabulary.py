@@ -189,7 +189,9 @@ def train_vocabulary(
             bos_piece=SPECIAL_PIECES[BOS_ID], eos_piece=SPECIAL_PIECES[EOS_ID],
             num_threads=num_threads or os.cpu_count() or 1,
             # Large corpora need more than the default 32-bit suffix array.
-            train_extremely_large_corpus=input_sentence_size == 0 or input_sentence_size > 20_000_000,
+            train_extremely_large_corpus=(
+                input_sentence_size == 0 or input_sentence_size > 20_000_000
+            ),
             minloglevel=2,
         )
     except RuntimeError as error:
