@@ -92,6 +92,14 @@ class Transformer(keras.Model):
         """Logits for every target position at once (teacher forcing)."""
         return self._decode(target_ids, memory, memory_mask, training)
 
+    def cross_attention_weights(self, source_ids, target_ids, layer_index=-1):
+        """Encoder-decoder attention of one decoder layer (default: the last), as the paper's
+        figures 3-5 show it: `[batch, heads, target_length, source_length]`, rows summing to 1
+        over the real source tokens."""
+        memory, memory_mask = self.encode(source_ids)
+        return self.decoder.cross_attention_weights(self.target_embedding(target_ids), memory,
+                                                    memory_mask, layer_index)
+
     def init_cache(self, memory, max_length):
         """The decoding cache: empty self-attention keys/values for `max_length` steps per
         decoder layer, and the encoder-decoder keys/values of `memory`, computed once."""

@@ -123,3 +123,30 @@ def test_mixed_precision_policy_keeps_float32_logits():
     out = model({"source_ids": np.ones((1, 3), "int32"), "target_ids": np.ones((1, 2), "int32")})
     assert "float32" in str(out.dtype)
     assert model.encoder.encoder_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
+
+
+def test_cross_attention_weights_are_distributions_over_real_source_tokens():
+    rng = np.random.default_rng(4)
+    model = kt.build_model(TINY)
+    source = np.concatenate([_random_ids(rng, (2, 5)), np.zeros((2, 2), "int32")], 1)
+    source[1, 3:] = 0
+    target = _random_ids(rng, (2, 4))
+    weights = ops.convert_to_numpy(model.cross_attention_weights(source, target))
+    assert weights.shape == (2, TINY.num_heads, 4, 7)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.abs(weights[0, :, :, 5:]).max() < 1e-6 and np.abs(weights[1, :, :, 3:]).max() < 1e-6
+    # The weights are those the layer uses: recomputed in NumPy from its own projections.
+    layer = model.decoder.decoder_layers[-1]
+    memory, mask = (ops.convert_to_numpy(t) for t in model.encode(source))
+    x = ops.convert_to_numpy(model.decoder.positional_layer(model.target_embedding(target)))
+    causal = np.tril(np.ones((4, 4), bool))[None]
+    x = ops.convert_to_numpy(model.decoder.decoder_layers[0](x, memory, self_attention_mask=causal,
+                                                             memory_mask=mask))
+    residual = layer.self_attention_residual
+    h = ops.convert_to_numpy(residual(x, layer.self_attention(x, attention_mask=causal)))
+    attention = layer.cross_attention
+    q = reference.dense(h, attention.query_dense).reshape(2, 4, 4, attention.key_dim)
+    k = reference.dense(memory, attention.key_dense).reshape(2, 7, 4, attention.key_dim)
+    logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(attention.key_dim)
+    expected = reference.softmax(np.where(mask[:, None], logits, -1e30))
+    np.testing.assert_allclose(weights, expected, atol=1e-5)

@@ -106,6 +106,15 @@ class TransformerDecoderLayer(keras.layers.Layer):
             return x
         return x, self_attention_cache, cross_attention_cache
 
+    def cross_attention_weights(self, x, memory, self_attention_mask=None, memory_mask=None):
+        """Encoder-decoder attention weights `[batch, heads, target_length, source_length]`
+        of this layer for input `x` (dropout off)."""
+        residual = self.self_attention_residual
+        h = residual.normalize_input(x)
+        x = residual(x, self.self_attention(h, attention_mask=self_attention_mask))
+        h = self.cross_attention_residual.normalize_input(x)
+        return self.cross_attention.attention_weights(h, memory, attention_mask=memory_mask)
+
     def compute_output_shape(self, x_shape, memory_shape=None):
         return x_shape
 
@@ -164,6 +173,18 @@ class TransformerDecoder(keras.layers.Layer):
             layer.build(embedded_shape, memory_shape)
         if self.final_norm is not None:
             self.final_norm.build(embedded_shape)
+
+    def cross_attention_weights(self, embedded, memory, memory_mask=None, layer_index=-1):
+        """Encoder-decoder attention weights of one layer (default: the last),
+        `[batch, heads, target_length, source_length]`, dropout off."""
+        x = self.positional_layer(embedded)
+        length = ops.shape(x)[1]
+        self_mask = causal_mask(length, length)
+        layer_index = layer_index % self.num_layers
+        for layer in self.decoder_layers[:layer_index]:
+            x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
+        return self.decoder_layers[layer_index].cross_attention_weights(
+            x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
 
     def init_cache(self, memory, max_length):
         """Per-layer caches for decoding up to `max_length` tokens against `memory`: empty

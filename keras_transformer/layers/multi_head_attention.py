@@ -113,6 +113,17 @@ class MultiHeadAttention(keras.layers.Layer):
         return (ops.zeros((batch_size, max_length, self.num_heads, self.key_dim), dtype),
                 ops.zeros((batch_size, max_length, self.num_heads, self.value_dim), dtype))
 
+    def attention_weights(self, query, value=None, attention_mask=None):
+        """softmax(Q K^T / sqrt(d_k)) per head, `[batch, heads, target_length, source_length]`:
+        where each query looks (the paper's figures 3-5)."""
+        value = query if value is None else value
+        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        keys, _ = self.compute_cache(value)
+        logits = ops.einsum("btnh,bsnh->bnts", queries, keys) / (self.key_dim ** 0.5)
+        if attention_mask is not None:
+            logits = ops.where(ops.expand_dims(attention_mask, 1), logits, -1e9)
+        return ops.softmax(ops.cast(logits, "float32"), axis=-1)
+
     def call(self, query, value=None, attention_mask=None, cache=None,
              cache_update_index=None, training=None):
         value = query if value is None else value
