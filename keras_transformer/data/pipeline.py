@@ -143,6 +143,9 @@ class TranslationPipeline:
         shuffle_buffer: pairs in the shuffle buffer, per corpus.
         cache_dir: if set, each corpus is tokenized once and saved there (`Dataset.save`);
             later runs with the same corpus files and vocabulary read the tokens back.
+        log_report: `dataset()` first counts one epoch (`report()`, one tokenizing pass, read
+            from the cache when there is one) and logs what the filters leave out, so that
+            nothing is dropped silently. Set False to skip that pass.
 
     Example:
         >>> pipeline = TranslationPipeline(  # doctest: +SKIP
@@ -156,7 +159,7 @@ class TranslationPipeline:
     def __init__(self, corpora, vocabulary, *, token_budget: int = 4096, max_length: int = 256,
                  num_replicas: int = 1, boundaries: Sequence[int] = None,
                  pad_to_bucket_boundary: bool = False, shuffle_buffer: int = 100_000,
-                 cache_dir: str = None):
+                 cache_dir: str = None, log_report: bool = True):
         self.corpora = [corpora] if isinstance(corpora, ParallelCorpus) else list(corpora)
         if not isinstance(vocabulary, SubwordVocabulary):
             vocabulary = SubwordVocabulary.from_file(vocabulary)
@@ -172,8 +175,10 @@ class TranslationPipeline:
         self.pad_to_bucket_boundary = pad_to_bucket_boundary
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir
+        self.log_report = log_report
         self._checks = None
         self._report = None
+        self._report_logged = False
 
     # -- reading and tokenizing -------------------------------------------------------------
 
@@ -370,6 +375,16 @@ class TranslationPipeline:
             >>> for inputs, labels in pipeline.dataset(seed=1).take(1):  # doctest: +SKIP
             ...     print(inputs["source_ids"].shape, labels.shape)
         """
+        if self.log_report and not self._report_logged:
+            report = self.report()
+            logger.info("data: %s", report.summary())
+            if report.dropped_empty or report.dropped_too_long:
+                logger.warning(
+                    "data: left out %d pairs with an empty side and %d pairs longer than "
+                    "max_length=%d", report.dropped_empty, report.dropped_too_long,
+                    self.max_length,
+                )
+            self._report_logged = True
         if self.num_replicas > 1 and not repeat:
             # Keras builds the model from the first batch split across replicas and fails on an
             # uneven split. Full batches (multiples of num_replicas) come before the partial
@@ -445,13 +460,7 @@ def make_dataset(corpora, vocabulary, *, token_budget: int = 4096, max_length: i
         shuffle_buffer=shuffle_buffer, cache_dir=cache_dir,
     )
     pipeline.check()
-    report = pipeline.report()
-    logger.info("data: %s", report.summary())
-    if report.dropped_empty or report.dropped_too_long:
-        logger.warning(
-            "data: left out %d pairs with an empty side and %d pairs longer than max_length=%d",
-            report.dropped_empty, report.dropped_too_long, max_length,
-        )
+    # dataset() logs the report: pairs kept, and those left out by the filters.
     return pipeline.dataset(seed=seed, shuffle=shuffle, repeat=repeat)
 
 
