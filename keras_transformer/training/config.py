@@ -165,6 +165,8 @@ class TrainingConfig:
         xla: compile the train step with XLA (`jit_compile`).
         verbose: Keras progress output: "auto", 0 (silent), 1 (progress bar), 2 (a line per
             evaluation).
+        seed: seed of weight initialization and dropout (`keras.utils.set_random_seed`), so
+            that a run can be repeated; null leaves them unseeded.
 
     Example:
         >>> config = TrainingConfig.from_file("configs/multi30k.yaml")  # doctest: +SKIP
@@ -181,6 +183,7 @@ class TrainingConfig:
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     xla: bool = False
     verbose: Union[Literal["auto"], int] = "auto"
+    seed: Optional[int] = 1
 
     def __post_init__(self):
         _check_values(self)
@@ -193,11 +196,16 @@ class TrainingConfig:
         return _build(cls, values, "")
 
     @classmethod
-    def from_file(cls, path):
-        """Reads a YAML (`.yaml`, `.yml`) or JSON file.
+    def from_file(cls, path, overrides=()):
+        """Reads a YAML (`.yaml`, `.yml`) or JSON file, then applies `overrides`.
 
         Relative data, vocabulary and output paths stay relative to the working directory,
         as on the command line.
+
+        Args:
+            path: the file.
+            overrides: `KEY=VALUE` strings with dotted keys, e.g. `schedule.train_steps=200`;
+                values are read as YAML (`200` is an integer, `null` is None).
         """
         path = os.fspath(path)
         if not os.path.isfile(path):
@@ -216,6 +224,8 @@ class TrainingConfig:
                 values = yaml.safe_load(text)
             except yaml.YAMLError as error:
                 raise UserInputError(f"{path} is not valid YAML: {error}") from None
+        if overrides:
+            values = apply_overrides(values, overrides)
         try:
             return cls.from_dict(values)
         except UserInputError as error:
@@ -256,6 +266,40 @@ class TrainingConfig:
             _require_file(self.data.dev.target, "data.dev.target")
         if self.data.vocab is not None:
             _require_file(self.data.vocab, "data.vocab")
+
+
+def apply_overrides(values, overrides):
+    """A copy of nested dict `values` with `KEY=VALUE` assignments applied (dotted keys).
+
+    Example:
+        >>> apply_overrides({"schedule": {"train_steps": 10}}, ["schedule.train_steps=20"])
+        {'schedule': {'train_steps': 20}}
+    """
+    import copy
+
+    import yaml
+
+    values = copy.deepcopy(values) if isinstance(values, dict) else {}
+    for assignment in overrides:
+        key, separator, text = assignment.partition("=")
+        if not separator or not key:
+            raise UserInputError(f"override {assignment!r} must look like KEY=VALUE, e.g. "
+                                 "schedule.train_steps=200")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = values
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return values
 
 
 def _require_file(path, key):

@@ -31,6 +31,7 @@ def make_strategy(name="auto", num_devices=None):
 
     Returns:
         A strategy; its `num_replicas_in_sync` sets the global batch of the data pipeline.
+        The same arguments return the same strategy object for the life of the process.
 
     Raises:
         UserInputError: when the devices asked for do not exist, TF_CONFIG is missing or
@@ -41,6 +42,19 @@ def make_strategy(name="auto", num_devices=None):
         >>> strategy.num_replicas_in_sync
         1
     """
+    key = (name, num_devices)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _make_strategy(name, num_devices)
+    return _STRATEGIES[key]
+
+
+# One strategy per setting and process: two MirroredStrategy objects over the same devices
+# number their collective ops independently, and their all-reduces then collide ("Shape
+# mismatch in the collective instance").
+_STRATEGIES = {}
+
+
+def _make_strategy(name, num_devices):
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")

@@ -107,12 +107,11 @@ def train(config, callbacks=None):
             "data.vocab: strategy 'multi_worker' needs an existing vocabulary so that every "
             "worker reads the same one; train it first with `keras-transformer vocab`"
         )
-    # The strategy comes first: logical CPU devices must be set before TensorFlow starts.
+    run = OutputDir(config.output_dir)
+    run.prepare()
+    # The strategy comes before any TensorFlow op: logical CPU devices must be set first.
     strategy = make_strategy(config.strategy, config.num_devices)
     chief = is_chief(strategy)
-    run = OutputDir(config.output_dir)
-    if chief:
-        run.prepare()
 
     from keras_transformer import data
 
@@ -123,6 +122,8 @@ def train(config, callbacks=None):
 
     num_replicas = strategy.num_replicas_in_sync
     accumulation_steps = config.accumulation_steps(num_replicas)
+    if config.seed is not None:
+        keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         policy = None if config.precision == "float32" else config.precision
         transformer = build_model(model_config, dtype=policy)
@@ -186,10 +187,12 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
 
     dev_data = None
     if settings.dev is not None:
+        # One global budget for all replicas, split by tf.distribute as evenly as it can:
+        # the dev set is read once, so its batches need not divide by the replica count.
         dev_pipeline = data.TranslationPipeline(
-            _corpora([settings.dev]), vocabulary, token_budget=settings.token_budget,
-            max_length=settings.max_length, num_replicas=num_replicas,
-            shuffle_buffer=1)
+            _corpora([settings.dev]), vocabulary,
+            token_budget=settings.token_budget * num_replicas,
+            max_length=settings.max_length, num_replicas=1, shuffle_buffer=1)
         dev_data = dev_pipeline.dataset(shuffle=False, repeat=False)
         # A known length keeps Keras from warning that the dev set "ran out of data".
         dev_batches = int(dev_data.reduce(0, lambda count, _: count + 1).numpy())

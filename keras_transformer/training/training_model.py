@@ -14,10 +14,11 @@ from keras_transformer.training.accumulation import count_real_tokens
 
 
 class TokenMeanLoss(keras.metrics.Metric):
-    """Summed token losses over summed real tokens, across batches and replicas.
+    """Summed token losses over summed real tokens, across batches.
 
-    Under a distribution strategy, `update_state` takes each replica's own sums; the metric
-    variables add them up over replicas (aggregation "sum").
+    Only the ratio is read, so under a distribution strategy `update_state` may take either
+    each replica's own sums (the metric adds replicas up when read outside the step) or the
+    global sums on every replica (each replica then holds the global ratio).
     """
 
     def __init__(self, name="loss", **kwargs):
@@ -67,8 +68,9 @@ class TrainingModel(keras.Model):
         self.loss_tracker = TokenMeanLoss(name="loss")
         self.perplexity_tracker = Perplexity(pad_id=self.pad_id, name="perplexity")
         self.accuracy_tracker = MaskedTokenAccuracy(pad_id=self.pad_id, name="token_accuracy")
-        counter = dict(shape=(), initializer="zeros", trainable=False, aggregation="sum",
-                       dtype="float64")
+        # Counters get the same (all-reduced) value on every replica: keep the first's.
+        counter = dict(shape=(), initializer="zeros", trainable=False,
+                       aggregation="only_first_replica", dtype="float64")
         self.tokens_seen = self.add_weight(name="tokens_seen", **counter)
         self.loss_seen = self.add_weight(name="loss_seen", **counter)
         self.micro_batches_seen = self.add_weight(
@@ -81,6 +83,15 @@ class TrainingModel(keras.Model):
             if not layer.built and not layer.weights:
                 layer.built = True
         self.built = True
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Model and optimizer are built before `fit` and nothing is compiled but the
+        # optimizer, so there is nothing to build. Under a strategy Keras would still pull a
+        # first batch and reduce it across replicas, which fails on micro-batch tuples under
+        # MultiWorkerMirroredStrategy and on batches that do not split evenly.
+        if self.optimizer is not None and self.optimizer.built:
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     @property
     def metrics(self):
@@ -128,11 +139,18 @@ class TrainingModel(keras.Model):
             local_loss_sum += loss_sum
         self.optimizer.apply(summed_gradients, variables)
 
-        self.loss_tracker.update_state(local_loss_sum, local_tokens)
-        self.tokens_seen.assign_add(tf.cast(local_tokens, "float64"))
-        self.loss_seen.assign_add(tf.cast(local_loss_sum, "float64"))
+        total_loss_sum = local_loss_sum
+        if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+            total_loss_sum = replica_context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                                        local_loss_sum)
+        # Keras metric variables are per replica (sync on read) and the logs of a step are
+        # the mean over replicas of each replica's result: with the global sums on every
+        # replica, that mean is the exact token mean of the update.
+        self.loss_tracker.update_state(total_loss_sum, total_tokens)
+        self.tokens_seen.assign_add(tf.cast(total_tokens, "float64"))
+        self.loss_seen.assign_add(tf.cast(total_loss_sum, "float64"))
         self.micro_batches_seen.assign_add(tf.constant(len(micro_batches), "int64"))
-        return {"loss": self.loss_tracker.result()}
+        return _step_logs({"loss": self.loss_tracker.result()})
 
     def test_step(self, data):
         inputs, labels = data
@@ -141,4 +159,16 @@ class TrainingModel(keras.Model):
         self.loss_tracker.update_state(loss_sum, tokens)
         self.perplexity_tracker.update_state(labels, logits)
         self.accuracy_tracker.update_state(labels, logits)
-        return {metric.name: metric.result() for metric in self.metrics}
+        return _step_logs({metric.name: metric.result() for metric in self.metrics})
+
+
+def _step_logs(logs):
+    """The logs a step returns, shaped so that Keras can reduce them over replicas.
+
+    Under MultiWorkerMirroredStrategy, Keras 3 reduces step outputs with
+    `strategy.reduce("MEAN", value, axis=0)`, which fails on scalars ("Invalid reduction
+    dimension 0 for input with 0 dimensions"); a `[1]` vector reduces to the scalar mean.
+    """
+    if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+        return {name: tf.reshape(value, [1]) for name, value in logs.items()}
+    return logs

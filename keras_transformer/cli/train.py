@@ -1,0 +1,48 @@
+"""`keras-transformer train`: train (or resume) a model from a YAML/JSON `TrainingConfig`.
+
+Running the same command again after an interruption resumes from the newest checkpoint in
+the config's `output_dir`. The keys of the file are documented in
+`keras_transformer.training.config`; `--set KEY=VALUE` overrides one (dotted keys).
+"""
+
+import sys
+
+HELP = "train a model with model.fit from a YAML/JSON config (paper 5)"
+EXAMPLE = ("keras-transformer train --config configs/multi30k.yaml "
+           "--set schedule.train_steps=2000")
+
+
+def add_arguments(parser):
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="the training config, YAML (.yaml/.yml) or JSON (.json)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        dest="overrides",
+                        help="override a config key, e.g. schedule.train_steps=2000 or "
+                             "output_dir=runs/try2 (repeatable; values are read as YAML)")
+    parser.add_argument("--output-dir", default=None, metavar="DIR",
+                        help="shorthand for --set output_dir=DIR")
+
+
+def run(args):
+    from keras_transformer.training import TrainingConfig, TrainingDivergedError, train
+
+    overrides = list(args.overrides)
+    if args.output_dir:
+        overrides.append(f"output_dir={args.output_dir}")
+    config = TrainingConfig.from_file(args.config, overrides=overrides)
+    try:
+        result = train(config)
+    except TrainingDivergedError as error:
+        print(f"keras-transformer train: {error}", file=sys.stderr)
+        return 1
+    run_dir = result.output_dir
+    if result.resumed_from_step:
+        print(f"resumed from the checkpoint of step {result.resumed_from_step}")
+    print(f"trained to step {result.step} in {run_dir.path}")
+    print(f"  final model:     {result.final_model}")
+    if result.averaged_model:
+        print(f"  averaged model:  {result.averaged_model}")
+    print(f"  vocabulary:      {run_dir.vocabulary}")
+    print(f"  checkpoints:     {run_dir.checkpoint_dir}")
+    print(f"  TensorBoard:     tensorboard --logdir {run_dir.log_dir}")
+    return 0

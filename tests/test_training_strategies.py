@@ -1,0 +1,177 @@
+"""Strategies: MirroredStrategy on 2 logical CPUs matches one device; two multi-worker
+processes on localhost train in lockstep.
+
+Logical CPU devices must be configured before TensorFlow initialises, and a multi-worker
+cluster needs separate processes, so both run in child interpreters.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+from tests._training_fixtures import (
+    PYTHON,
+    REPO,
+    subprocess_env,
+    tiny_config,
+    write_config,
+    write_reverse_corpus,
+)
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from keras_transformer.training import make_strategy
+    mirrored = make_strategy("mirrored", num_devices=2)  # before any other TensorFlow op
+    import keras, numpy as np, tensorflow as tf
+    from keras_transformer import TransformerConfig, build_model
+    from keras_transformer.training import TrainingModel, group_micro_batches, train
+
+    # Untied embeddings: their gradients are pure IndexedSlices (keras-team/keras#21069).
+    config = TransformerConfig(vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4,
+                               dropout=0.0, shared_embeddings="none")
+    rng = np.random.default_rng(0)
+    batches = []
+    for batch, length in [(4, 5), (2, 7), (6, 3), (4, 6), (2, 4), (4, 8)] * 2:
+        labels = rng.integers(4, 40, size=(batch, length)).astype("int32")
+        labels[0, length // 2:] = 0
+        target = np.concatenate([np.full((batch, 1), 2, "int32"), labels[:, :-1]], 1)
+        batches.append(({"source_ids": labels[:, ::-1].copy(), "target_ids": target}, labels))
+    spec = ({"source_ids": tf.TensorSpec([None, None], tf.int32),
+             "target_ids": tf.TensorSpec([None, None], tf.int32)},
+            tf.TensorSpec([None, None], tf.int32))
+    data = group_micro_batches(
+        tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec), 2)
+
+    keras.utils.set_random_seed(7)
+    initial = build_model(config).get_weights()
+
+    def run(strategy):
+        with strategy.scope():
+            transformer = build_model(config)
+            transformer.set_weights(initial)
+            model = TrainingModel(transformer)
+            # Plain SGD: Adam's first steps divide by |gradient|, which turns rounding noise
+            # in near-zero gradients into full-size updates and hides real differences.
+            optimizer = keras.optimizers.SGD(learning_rate=0.5)
+            model.compile(optimizer=optimizer)
+            optimizer.build(transformer.trainable_variables)
+        history = model.fit(data, steps_per_epoch=3, epochs=2, verbose=0, shuffle=False)
+        return history.history["loss"], transformer.get_weights()
+
+    single_loss, single_weights = run(make_strategy("one_device"))
+    mirrored_loss, mirrored_weights = run(mirrored)
+    weight_difference = max(float(np.max(np.abs(a - b)))
+                            for a, b in zip(single_weights, mirrored_weights))
+    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(initial, mirrored_weights))
+
+    # The whole entry point under "mirrored": per-replica budgets, dev loss, checkpoints.
+    result = train(sys.argv[1])
+    print(json.dumps({
+        "replicas": mirrored.num_replicas_in_sync, "single_loss": single_loss,
+        "mirrored_loss": mirrored_loss, "weight_difference": weight_difference,
+        "moved": moved, "train_replicas": result.num_replicas, "train_step": result.step,
+        "train_history": result.history}))
+""")
+
+
+@pytest.fixture(scope="module")
+def mirrored_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("mirrored")
+    corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=400)
+    config = write_config(directory / "config.json", tiny_config(
+        directory / "run", corpus, strategy="mirrored", num_devices=2,
+        schedule={"train_steps": 4, "eval_every_steps": 4}, checkpoints={"every_steps": 2}))
+    script = directory / "mirrored.py"
+    script.write_text(MIRRORED_SCRIPT)
+    completed = subprocess.run([PYTHON, str(script), config], capture_output=True, text=True,
+                               timeout=300, env=subprocess_env(), cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    result["run_dir"] = directory / "run"
+    return result
+
+
+def test_mirrored_two_cpus_matches_one_device(mirrored_run):
+    assert mirrored_run["replicas"] == 2
+    np.testing.assert_allclose(mirrored_run["mirrored_loss"], mirrored_run["single_loss"],
+                               rtol=1e-5)
+    assert mirrored_run["weight_difference"] < 1e-5
+    assert mirrored_run["moved"] > 1e-3  # training did change the weights
+
+
+def test_train_entry_under_mirrored(mirrored_run):
+    assert mirrored_run["train_replicas"] == 2
+    assert mirrored_run["train_step"] == 4
+    history = mirrored_run["train_history"]
+    assert np.isfinite(history["loss"]).all() and np.isfinite(history["val_perplexity"]).all()
+    checkpoints = sorted(os.listdir(mirrored_run["run_dir"] / "checkpoints"))
+    assert "ckpt-2.index" in checkpoints and "ckpt-4.index" in checkpoints
+
+
+WORKER_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from keras_transformer.training import train
+    result = train(sys.argv[1])
+    np.savez(sys.argv[2], *result.model.get_weights())
+    print("step", result.step, "replicas", result.num_replicas)
+""")
+
+
+def _free_ports(count):
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def test_multi_worker_two_processes_agree(tmp_path):
+    from keras_transformer.data import TextPairCorpus, train_vocabulary
+
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
+    vocabulary = train_vocabulary([TextPairCorpus(corpus["train_source"],
+                                                  corpus["train_target"])],
+                                  str(tmp_path / "vocab"), vocab_size=320)
+    config = write_config(tmp_path / "config.json", tiny_config(
+        tmp_path / "run", corpus, strategy="multi_worker",
+        data={"vocab": vocabulary.path, "dev": None},
+        schedule={"train_steps": 3, "eval_every_steps": 3}, checkpoints={"every_steps": 3}))
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_SCRIPT)
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(subprocess.Popen(
+            [PYTHON, str(script), config, str(tmp_path / f"weights{index}.npz")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            env=subprocess_env(TF_CONFIG=json.dumps(tf_config))))
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=240))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr[-6000:]
+        assert "step 3 replicas 2" in stdout
+    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in range(2))
+    assert len(first.files) == len(second.files) > 0
+    for name in first.files:
+        np.testing.assert_allclose(first[name], second[name], atol=1e-6)
+    # Only the chief (worker 0) writes the run folder.
+    assert (tmp_path / "run" / "checkpoints" / "ckpt-3.index").exists()
+    assert (tmp_path / "run" / "model.keras").exists()
