@@ -3,6 +3,7 @@ reported beside it: token accuracy and perplexity."""
 
 import keras
 from keras import ops
+from keras.src.losses.loss import scale_loss_for_distribution  # a no-op off tf.distribute
 
 
 def _token_log_probs(y_true, y_pred):
@@ -38,6 +39,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         super().__init__(name=name, **kwargs)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        loss = super().__call__(y_true, y_pred, sample_weight)
+        # Keras sums gradients over tf.distribute replicas and reports the loss times the
+        # replica count; its own reductions divide by that count, and so must one that
+        # reduces itself. (`call` stays the plain per-batch mean, for token-exact training.)
+        return scale_loss_for_distribution(loss)
 
     def call(self, y_true, y_pred):
         log_probs, true_log_prob = _token_log_probs(y_true, y_pred)

@@ -49,3 +49,41 @@ def test_perplexity_and_accuracy_ignore_padding():
 def test_loss_config_round_trip():
     loss = kt.LabelSmoothedCrossEntropy(label_smoothing=0.2, pad_id=0)
     assert kt.LabelSmoothedCrossEntropy.from_config(loss.get_config()).label_smoothing == 0.2
+
+
+MIRRORED = """
+import os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import numpy as np, tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, keras_transformer as kt
+
+config = kt.TransformerConfig(vocab_size=30, num_layers=1, d_model=16, d_ff=32, num_heads=2,
+                              dropout=0.0)
+rng = np.random.default_rng(0)
+inputs = {"source_ids": rng.integers(4, 30, (8, 5)).astype("int32"),
+          "target_ids": rng.integers(4, 30, (8, 4)).astype("int32")}
+labels = rng.integers(4, 30, (8, 4)).astype("int32")
+losses = []
+for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = kt.build_model(config)
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=kt.LabelSmoothedCrossEntropy(0.1))
+    losses.append(model.fit(inputs, labels, batch_size=8, epochs=1, verbose=0,
+                            shuffle=False).history["loss"][0])
+print("LOSSES", *losses)
+"""
+
+
+def test_reported_loss_is_the_same_under_mirrored_strategy():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    single, mirrored = map(float, result.stdout.split("LOSSES")[-1].split())
+    assert abs(single - mirrored) < 1e-4 * single, (single, mirrored)
+    assert 2.5 < single < 4.5  # about ln(30) = 3.4 for a random model
