@@ -84,7 +84,8 @@ def run_python(code, timeout=240, **env):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess (asserting success)."""
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
                             timeout=timeout, env=subprocess_env(**env), cwd=REPO)
-    assert result.returncode == 0, f"child failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    assert result.returncode == 0, (
+        f"child failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
 
 

@@ -35,14 +35,5 @@ def run(args):
     except TrainingDivergedError as error:
         print(f"keras-transformer train: {error}", file=sys.stderr)
         return 1
-    run_dir = result.output_dir
-    if result.resumed_from_step:
-        print(f"resumed from the checkpoint of step {result.resumed_from_step}")
-    print(f"trained to step {result.step} in {run_dir.path}")
-    print(f"  final model:     {result.final_model}")
-    if result.averaged_model:
-        print(f"  averaged model:  {result.averaged_model}")
-    print(f"  vocabulary:      {run_dir.vocabulary}")
-    print(f"  checkpoints:     {run_dir.checkpoint_dir}")
-    print(f"  TensorBoard:     tensorboard --logdir {run_dir.log_dir}")
+    print(result.summary())
     return 0

@@ -29,6 +29,7 @@ from keras_transformer.training.checkpoints import (
     CheckpointCallback,
     Checkpointer,
     list_checkpoints,
+    model_variables,
 )
 from keras_transformer.training.config import (
     CheckpointSettings,
@@ -47,6 +48,6 @@ __all__ = [
     "NaNGuard", "OutputDir", "ScheduleSettings", "StopAtStep", "TokenMeanLoss",
     "TrainingConfig", "TrainingDivergedError", "TrainingLogger", "TrainingModel",
     "TrainingResult", "average_checkpoints", "count_real_tokens", "group_micro_batches",
-    "is_chief", "list_checkpoints", "load_training_config", "make_strategy", "split_cpu",
+    "is_chief", "list_checkpoints", "load_training_config", "make_strategy", "model_variables", "split_cpu",
     "train",
 ]

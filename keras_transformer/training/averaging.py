@@ -15,7 +15,7 @@ import tensorflow as tf
 from keras_transformer.config import TransformerConfig
 from keras_transformer.errors import UserInputError
 from keras_transformer.model import build_model
-from keras_transformer.training.checkpoints import list_checkpoints
+from keras_transformer.training.checkpoints import list_checkpoints, model_variables
 from keras_transformer.training.output_dir import OutputDir
 
 
@@ -50,7 +50,7 @@ def average_checkpoints(checkpoints, last=5, config=None):
     restored = build_model(config)  # every checkpoint overwrites all of its weights
     sums = None
     for path in paths:
-        status = tf.train.Checkpoint(model=restored).read(path)
+        status = tf.train.Checkpoint(model=model_variables(restored)).read(path)
         status.expect_partial()  # the optimizer and counters are deliberately not read
         try:
             status.assert_existing_objects_matched()

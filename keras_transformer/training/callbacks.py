@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.training.output_dir import atomic_write
+from keras_transformer.training.training_model import read_value
 
 
 class TrainingDivergedError(RuntimeError):
@@ -20,7 +21,7 @@ class TrainingDivergedError(RuntimeError):
 
 
 def _step(model):
-    return int(model.optimizer.iterations.numpy())
+    return int(read_value(model.optimizer.iterations))
 
 
 class StopAtStep(keras.callbacks.Callback):
@@ -93,8 +94,8 @@ class TrainingLogger(keras.callbacks.Callback):
         self.last_tokens_per_second = None
 
     def _counters(self):
-        return (float(self.model.tokens_seen.numpy()), float(self.model.loss_seen.numpy()),
-                time.monotonic())
+        return (float(read_value(self.model.tokens_seen)),
+                float(read_value(self.model.loss_seen)), time.monotonic())
 
     def on_train_begin(self, logs=None):
         self._mark = self._counters()
@@ -130,7 +131,7 @@ class TrainingLogger(keras.callbacks.Callback):
         if os.path.exists(self.history_path):
             with open(self.history_path, encoding="utf-8") as file:
                 history = json.load(file)
-        entry = {"step": step, "tokens_seen": float(self.model.tokens_seen.numpy()), **logs}
+        entry = {"step": step, "tokens_seen": float(read_value(self.model.tokens_seen)), **logs}
         if self.last_tokens_per_second is not None:
             entry["tokens_per_second"] = self.last_tokens_per_second
         history.append(entry)

@@ -1,9 +1,13 @@
 """Checkpoints that survive a crash: every N minutes and/or steps, the last K kept (paper 6.1).
 
-A checkpoint is a `tf.train.Checkpoint` of the model weights (`model`), the optimizer state
-(`optimizer`: Adam moments, iteration count, loss scale) and the progress counters
-(`tokens_seen`, `loss_seen`, `micro_batches_seen`: the data position), written as
-`checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`.
+A checkpoint is a `tf.train.Checkpoint` of the model weights (`model`: every variable of the
+Transformer under its Keras path, e.g. `encoder/layer_0/feed_forward/inner/kernel`), the
+optimizer state (`optimizer`: Adam moments, iteration count, loss scale) and the progress
+counters (`tokens_seen`, `loss_seen`, `micro_batches_seen`: the data position), written as
+`checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`. Weights are keyed by path rather than
+through the model object because TensorFlow's object tracking does not see every sub-layer of
+a Keras 3 functional model; by path, averaging and other tools can read them without the
+optimizer (`model_variables`).
 
 Why a crash cannot corrupt one: TensorFlow writes a checkpoint's files under temporary names
 and renames them into place, and only then rewrites the small `checkpoints/checkpoint` state
@@ -20,6 +24,16 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.training.training_model import read_value
+
+
+def model_variables(transformer):
+    """The model's variables by Keras path: what a checkpoint saves under `model`.
+
+    Example:
+        >>> tf.train.Checkpoint(model=model_variables(model)).read(path)  # doctest: +SKIP
+    """
+    return {variable.path: variable.value for variable in transformer.weights}
 
 
 class Checkpointer:
@@ -44,8 +58,9 @@ class Checkpointer:
         self.directory = os.fspath(directory)
         self.optimizer = optimizer
         self.write = write
-        self.checkpoint = tf.train.Checkpoint(model=transformer, optimizer=optimizer,
-                                              **(counters or {}))
+        counters = {name: getattr(v, "value", v) for name, v in (counters or {}).items()}
+        self.checkpoint = tf.train.Checkpoint(model=model_variables(transformer),
+                                              optimizer=optimizer, **counters)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.directory, max_to_keep=keep_last, checkpoint_name="ckpt"
         ) if write else None
@@ -73,7 +88,7 @@ class Checkpointer:
                 "run with another model config: use a new output_dir, or the config of that "
                 "run"
             ) from None
-        return int(self.optimizer.iterations.numpy())
+        return int(read_value(self.optimizer.iterations))
 
     def save(self, step):
         """Writes a checkpoint named by `step` (no-op where this process does not write)."""
@@ -115,7 +130,7 @@ class CheckpointCallback(keras.callbacks.Callback):
         self._last_step = None
 
     def _step(self):
-        return int(self.model.optimizer.iterations.numpy())
+        return int(read_value(self.model.optimizer.iterations))
 
     def on_train_begin(self, logs=None):
         self._last_time = time.monotonic()

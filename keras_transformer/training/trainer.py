@@ -29,7 +29,7 @@ from keras_transformer.training.checkpoints import CheckpointCallback, Checkpoin
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.output_dir import OutputDir, atomic_save_model, atomic_write
 from keras_transformer.training.strategies import is_chief, make_strategy
-from keras_transformer.training.training_model import TrainingModel
+from keras_transformer.training.training_model import TrainingModel, read_value
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,23 @@ class TrainingResult:
     averaged_model: Optional[str]
     history: dict
     model: object = dataclasses.field(repr=False, default=None)
+
+    def summary(self):
+        """Where the outputs went, one per line (printed by the CLI and the pipelines)."""
+        run = self.output_dir
+        lines = []
+        if self.resumed_from_step:
+            lines.append(f"resumed from the checkpoint of step {self.resumed_from_step}")
+        lines.append(f"trained to step {self.step} in {run.path}")
+        lines.append(f"  final model:     {self.final_model}")
+        if self.averaged_model:
+            lines.append(f"  averaged model:  {self.averaged_model}")
+        lines.append(f"  model config:    {run.model_config}")
+        lines.append(f"  vocabulary:      {run.vocabulary}")
+        lines.append(f"  checkpoints:     {run.checkpoint_dir}")
+        lines.append(f"  TensorBoard:     tensorboard --logdir {run.log_dir}")
+        lines.append(f"  translate with:  {run.translation_model}")
+        return "\n".join(lines)
 
 
 def load_training_config(config):
@@ -148,7 +165,7 @@ def train(config, callbacks=None):
     if start_step < train_steps:
         history = _fit(config, model, strategy, vocabulary, checkpointer, run, start_step,
                        accumulation_steps, chief, callbacks)
-    step = int(optimizer.iterations.numpy())
+    step = int(read_value(optimizer.iterations))
 
     averaged = None
     if chief:
@@ -180,7 +197,7 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
     # Data position: the same seed replays the same batches, so skipping the micro-batches
     # already trained on resumes exactly where the checkpoint was written.
-    consumed = int(model.micro_batches_seen.numpy())
+    consumed = int(read_value(model.micro_batches_seen))
     if consumed:
         batches = batches.skip(consumed)
     train_data = group_micro_batches(batches, accumulation_steps).prefetch(tf.data.AUTOTUNE)
@@ -218,7 +235,7 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     fit_history = model.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
                             steps_per_epoch=steps_per_epoch, validation_data=dev_data,
                             callbacks=callbacks, verbose=verbose, shuffle=False)
-    logger.info("trained %d steps in %.0f s", int(model.optimizer.iterations.numpy())
+    logger.info("trained %d steps in %.0f s", int(read_value(model.optimizer.iterations))
                 - start_step, time.monotonic() - started)
     return fit_history.history
 

@@ -13,6 +13,15 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy, MaskedTokenAccur
 from keras_transformer.training.accumulation import count_real_tokens
 
 
+def read_value(variable):
+    """The value of a Keras variable as a NumPy value (also for distributed variables).
+
+    Reads the backing `tf.Variable` directly: `keras.Variable.numpy()` goes through
+    `np.array(variable)`, which warns under NumPy 2.
+    """
+    return variable.value.numpy()
+
+
 class TokenMeanLoss(keras.metrics.Metric):
     """Summed token losses over summed real tokens, across batches.
 

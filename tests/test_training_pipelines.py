@@ -1,0 +1,88 @@
+"""The pipelines/ recipes: multi30k trains end to end on the shared data; the WMT recipes
+describe valid configs with the paper's settings."""
+
+import importlib.util
+import json
+import subprocess
+
+import keras
+import numpy as np
+
+from keras_transformer.training import TrainingConfig
+from keras_transformer.training.output_dir import OutputDir
+from tests._training_fixtures import PYTHON, REPO, subprocess_env
+
+TINY = ["model.num_layers=1", "model.d_model=32", "model.d_ff=64", "model.num_heads=4",
+        "model.key_dim=8", "model.value_dim=8", "data.vocab_size=1000",
+        "data.token_budget=1024", "data.shuffle_buffer=2000", "schedule.tokens_per_update=1024",
+        "schedule.warmup_steps=10", "schedule.eval_every_steps=6", "checkpoints.every_steps=3",
+        "checkpoints.keep_last=2", "checkpoints.average_last=2", "verbose=0"]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "pipelines" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
+    multi30k = data_dir / "multi30k"
+    output_dir = tmp_path / "multi30k"
+    command = [PYTHON, "pipelines/multi30k.py", "--data-dir", str(multi30k),
+               "--output-dir", str(output_dir), "--train-steps", "6"]
+    for override in TINY:
+        command += ["--set", override]
+    completed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    assert f"trained to step 6 in {output_dir}" in completed.stdout
+    assert "averaged model:" in completed.stdout
+
+    run = OutputDir(output_dir)
+    for path in (run.model_config, run.vocabulary, run.training_config, run.final_model,
+                 run.averaged_model, run.history):
+        assert (output_dir / path).exists(), path
+    assert run.translation_model == run.averaged_model
+    model = keras.saving.load_model(run.translation_model)
+    with open(run.model_config) as file:
+        assert json.load(file)["vocab_size"] == model.config.vocab_size >= 1000
+    with open(run.history) as file:
+        history = json.load(file)
+    assert history[-1]["step"] == 6
+    assert np.isfinite(history[-1]["val_perplexity"]) and history[-1]["val_perplexity"] > 1
+    # Real Multi30k German comes out of the vocabulary the run trained.
+    from keras_transformer.data import SubwordVocabulary
+
+    vocabulary = SubwordVocabulary.from_file(run.vocabulary)
+    assert vocabulary.decode(vocabulary.encode("Ein Mann fährt Fahrrad.")) == (
+        "Ein Mann fährt Fahrrad.")
+
+
+def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
+    monkeypatch.delenv("KT_DATA_DIR", raising=False)
+    en_de = _load("wmt14_en_de")
+    args = en_de.parser_for("", list(en_de.RECIPES)).parse_args(
+        ["--preset", "big", "--output-dir", str(tmp_path)])
+    config = TrainingConfig.from_dict(en_de.wmt14_config(args))
+    assert config.data.train[0].tfds == "wmt14_translate/de-en"
+    assert config.data.vocab_size == 37000 and config.data.vocab_model_type == "bpe"
+    assert config.schedule.train_steps == 300_000 and config.checkpoints.average_last == 20
+    assert config.accumulation_steps(num_replicas=8) == 1  # 8 x 3125 = 25000 tokens
+    assert config.transformer_config(37000).dropout == 0.3
+
+    import sys
+
+    sys.path.insert(0, str(REPO / "pipelines"))
+    try:
+        en_fr = _load("wmt14_en_fr")
+    finally:
+        sys.path.remove(str(REPO / "pipelines"))
+    args = en_de.parser_for("", list(en_fr.RECIPES)).parse_args(
+        ["--preset", "big_en_fr", "--train-source", "a.en", "--train-target", "a.fr"])
+    values = en_de.wmt14_config(args, source="en", target="fr", vocab_size=32000,
+                                vocab_model_type="unigram", recipes=en_fr.RECIPES)
+    config = TrainingConfig.from_dict(values)
+    assert config.data.train[0].source == "a.en" and config.data.train[0].tfds is None
+    assert config.data.vocab_model_type == "unigram"
+    assert config.transformer_config(32000).dropout == 0.1
