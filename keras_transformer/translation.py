@@ -196,7 +196,10 @@ def load_model(path, average_last=None):
                              f"{files['model']}")
     with open(files["config"], encoding="utf-8") as file:
         model = build_model(TransformerConfig.from_json(file.read()))
-    status = tf.train.Checkpoint(model=model).read(files["model"])
+    from keras_transformer.training.checkpoints import model_variables
+
+    # Training's checkpoints key the weights by variable path (see model_variables).
+    status = tf.train.Checkpoint(model=model_variables(model)).read(files["model"])
     status.expect_partial()  # the optimizer state is not needed to translate
     status.assert_existing_objects_matched()
     return model, files

@@ -143,16 +143,17 @@ def test_load_from_run_folder_and_keras_file(vocabulary_path, tmp_path):
     assert ensemble.translate(SENTENCES[:3]) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="tf.train.Checkpoint(model=Transformer) saves only the "
-                   "embedding matrix (model bug reported to the lead)")
 def test_load_from_checkpoint(vocabulary_path, tmp_path):
     import tensorflow as tf
+
+    from keras_transformer.training.checkpoints import model_variables
 
     vocabulary = SentencePieceVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
     run = _run_folder(tmp_path, vocabulary_path, model)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+    # As training writes them (keras_transformer.training.checkpoints.Checkpointer).
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_variables(model)),
                                          str(run / "checkpoints"), max_to_keep=2)
     prefix = manager.save()
     # No .keras file: the newest checkpoint, with config.json and vocab.model of the run.
