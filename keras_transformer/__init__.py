@@ -23,6 +23,10 @@ _EXPORTS = {
     "build_model": "keras_transformer.model",
     "NoamSchedule": "keras_transformer.schedules",
     "build_optimizer": "keras_transformer.schedules",
+    "BeamSearch": "keras_transformer.decoding",
+    "greedy_search": "keras_transformer.decoding",
+    "Translator": "keras_transformer.translation",
+    "translate": "keras_transformer.translation",
 }
 
 __all__ = sorted(_EXPORTS)
