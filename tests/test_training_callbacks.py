@@ -1,0 +1,73 @@
+"""Callbacks: the NaN guard stops with a clear message and keeps the last good checkpoint;
+training stops exactly at train_steps."""
+
+import math
+
+import keras
+import pytest
+
+from keras_transformer import TransformerConfig, build_model, build_optimizer
+from keras_transformer.training import (
+    NaNGuard,
+    StopAtStep,
+    TrainingDivergedError,
+    TrainingModel,
+    list_checkpoints,
+    train,
+)
+from tests._training_fixtures import tiny_config, write_reverse_corpus
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    model = TrainingModel(build_model(config))
+    model.compile(optimizer=build_optimizer(config.d_model, warmup_steps=10))
+    model.optimizer.build(model.transformer.trainable_variables)
+    return model
+
+
+def test_nan_guard_message(model):
+    guard = NaNGuard(last_checkpoint=lambda: "runs/x/checkpoints/ckpt-40")
+    guard.set_model(model)
+    guard.on_train_batch_end(0, {"loss": 3.5})  # finite: nothing happens
+    assert not model.stop_training
+    with pytest.raises(TrainingDivergedError) as error:
+        guard.on_train_batch_end(0, {"loss": math.nan})
+    message = str(error.value)
+    assert "became nan at step 0" in message
+    assert "runs/x/checkpoints/ckpt-40" in message
+    assert "warmup_steps" in message and "resumes" in message
+    assert model.stop_training
+
+
+def test_stop_at_step(model):
+    stop = StopAtStep(train_steps=3)
+    stop.set_model(model)
+    model.stop_training = False
+    model.optimizer.iterations.assign(2)
+    stop.on_train_batch_end(0)
+    assert not model.stop_training
+    model.optimizer.iterations.assign(3)
+    stop.on_train_batch_end(0)
+    assert model.stop_training
+    model.optimizer.iterations.assign(0)
+
+
+def test_divergence_stops_training_before_bad_checkpoints(tmp_path):
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=10)
+    # A learning rate of ~1e28 blows the weights up within a step or two.
+    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
+                         schedule={"train_steps": 20, "learning_rate_scale": 1e30},
+                         checkpoints={"every_steps": 1, "average_last": 0})
+    with pytest.raises(TrainingDivergedError, match=r"the training loss became (nan|inf)"):
+        train(config)
+    steps = [int(p.rsplit("-", 1)[1]) for p in list_checkpoints(tmp_path / "run" / "checkpoints")]
+    assert steps and max(steps) < 20
+    # Every checkpoint that was written holds finite weights.
+    from keras_transformer.training import average_checkpoints
+
+    newest = average_checkpoints(str(tmp_path / "run"), last=1)
+    assert all(math.isfinite(float(abs(w).max())) for w in newest.get_weights())
+    assert not (tmp_path / "run" / "model.keras").exists()
+    keras.backend.clear_session()

@@ -1,0 +1,117 @@
+"""train(): a run folder that decoding can load, TensorBoard logs, and settings (precision,
+XLA) that take effect; a folder of another model is never overwritten."""
+
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import TransformerConfig
+from keras_transformer.errors import UserInputError
+from keras_transformer.training import OutputDir, train
+from tests._training_fixtures import max_abs_difference, tiny_config, write_reverse_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_reverse_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def finished(corpus, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("runs") / "reverse"
+    config = tiny_config(output_dir, corpus, schedule={"train_steps": 30, "eval_every_steps": 15,
+                                                       "warmup_steps": 20,
+                                                       "learning_rate_scale": 2.0})
+    return config, train(config)
+
+
+def _scalars(folder):
+    """{tag: [(step, value), ...]} of the TensorBoard event files in `folder`."""
+    values = {}
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                    else value.simple_value
+                values.setdefault(value.tag, []).append((event.step, number))
+    return values
+
+
+def test_run_folder_layout_loads_for_decoding(finished):
+    _, result = finished
+    run = result.output_dir
+    assert result.step == 30 and result.resumed_from_step == 0
+    with open(run.model_config) as file:
+        model_config = TransformerConfig.from_json(file.read())
+    from keras_transformer.data import SubwordVocabulary
+
+    assert model_config.vocab_size == SubwordVocabulary.from_file(run.vocabulary).size
+    final = keras.saving.load_model(run.final_model)
+    assert final.config == model_config
+    assert max_abs_difference(final.get_weights(), result.model.get_weights()) == 0
+    averaged = keras.saving.load_model(run.averaged_model)
+    assert run.translation_model == run.averaged_model
+    assert max_abs_difference(averaged.get_weights(), final.get_weights()) > 0
+    assert sorted(os.listdir(run.checkpoint_dir))[0] == "checkpoint"
+    with open(run.training_config) as file:
+        assert json.load(file)["schedule"]["train_steps"] == 30
+
+
+def test_training_learns_and_logs(finished):
+    _, result = finished
+    run = result.output_dir
+    history = result.history
+    assert history["loss"][-1] < history["loss"][0] - 0.5
+    assert history["val_perplexity"][-1] < history["val_perplexity"][0]
+    with open(run.history) as file:
+        entries = json.load(file)
+    assert [entry["step"] for entry in entries] == [15, 30]
+    assert entries[-1]["tokens_per_second"] > 0
+    train_logs = _scalars(os.path.join(run.log_dir, "train"))
+    assert {"loss", "learning_rate", "tokens_per_second"} <= set(train_logs)
+    assert [step for step, _ in train_logs["loss"]] == list(range(3, 31, 3))
+    assert all(value > 0 for _, value in train_logs["tokens_per_second"])
+    dev_logs = _scalars(os.path.join(run.log_dir, "dev"))
+    assert {"loss", "perplexity", "token_accuracy"} <= set(dev_logs)
+    np.testing.assert_allclose([v for _, v in dev_logs["perplexity"]],
+                               history["val_perplexity"], rtol=1e-5)
+
+
+def test_another_model_never_overwrites_a_run(finished):
+    config, _ = finished
+    other = dict(config, model={**config["model"], "d_model": 64})
+    with pytest.raises(UserInputError, match=r"holds a run of another model \(fields "
+                                             r"\['d_model'"):
+        train(other)
+    run = OutputDir(config["output_dir"])
+    with open(run.model_config) as file:
+        assert json.load(file)["d_model"] == 32
+
+
+def test_precision_and_xla_settings(corpus, tmp_path):
+    config = tiny_config(tmp_path / "bf16", corpus, precision="mixed_bfloat16", xla=True,
+                         data={"dev": None},
+                         schedule={"train_steps": 2, "tokens_per_update": 100},
+                         checkpoints={"every_steps": None, "average_last": 0})
+    result = train(config)
+    assert result.step == 2 and np.isfinite(result.history["loss"]).all()
+    assert result.model.encoder.dtype_policy.name == "mixed_bfloat16"
+    assert result.averaged_model is None
+
+    config = tiny_config(tmp_path / "fp16", corpus, precision="mixed_float16",
+                         data={"dev": None}, schedule={"train_steps": 2},
+                         checkpoints={"average_last": 0})
+    result = train(config)
+    assert result.step == 2 and np.isfinite(result.history["loss"]).all()
+    assert result.model.encoder.dtype_policy.name == "mixed_float16"
+    # float16 trains with dynamic loss scaling: the scale is part of the optimizer state.
+    latest = tf.train.latest_checkpoint(result.output_dir.checkpoint_dir)
+    names = [name for name, _ in tf.train.list_variables(latest)]
+    assert any(name.startswith("optimizer/") and "dynamic_scale" in name for name in names)
+    keras.config.set_dtype_policy("float32")
