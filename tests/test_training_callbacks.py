@@ -1,6 +1,7 @@
 """Callbacks: the NaN guard stops with a clear message and keeps the last good checkpoint;
-training stops exactly at train_steps."""
+training stops exactly at train_steps; dev BLEU keeps the best model and stops early."""
 
+import json
 import math
 
 import keras
@@ -8,6 +9,7 @@ import pytest
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.training import (
+    DevBleu,
     NaNGuard,
     StopAtStep,
     TrainingDivergedError,
@@ -52,6 +54,37 @@ def test_stop_at_step(model):
     stop.on_train_batch_end(0)
     assert model.stop_training
     model.optimizer.iterations.assign(0)
+
+
+class _ScriptedBleu(DevBleu):
+    """DevBleu with scores given in advance instead of decoding."""
+
+    def __init__(self, scores, **options):
+        super().__init__([], [], None, **options)
+        self.scores = list(scores)
+
+    def score(self):
+        return self.scores.pop(0), 0.0
+
+
+def test_dev_bleu_early_stopping_and_keep_best(model, tmp_path):
+    best_model, best_record = str(tmp_path / "best.keras"), str(tmp_path / "best.json")
+    callback = _ScriptedBleu([10.0, 12.0, 11.0, 12.0, 9.0], patience=3,
+                             best_model_path=best_model, best_record_path=best_record)
+    callback.set_model(model)
+    model.stop_training = False
+    for epoch in range(4):
+        logs = {}
+        callback.on_epoch_end(epoch, logs)
+        assert "val_bleu" in logs
+        assert not model.stop_training
+    assert json.loads(open(best_record).read())["bleu"] == 12.0
+    callback.on_epoch_end(4, {})  # third evaluation in a row without a better BLEU
+    assert model.stop_training
+    model.stop_training = False
+    # A restarted run remembers the best BLEU of its earlier part.
+    resumed = _ScriptedBleu([11.5], best_model_path=best_model, best_record_path=best_record)
+    assert resumed.best_bleu == 12.0
 
 
 def test_divergence_stops_training_before_bad_checkpoints(tmp_path):

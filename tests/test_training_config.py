@@ -66,6 +66,8 @@ def test_unknown_keys_are_named(corpus, tmp_path, change, key):
     ({"model": {"preset": "huge"}}, r"model.preset: unknown preset 'huge'"),
     ({"model": {"preset": "base", "num_layer": 2}}, r"unknown TransformerConfig field"),
     ({"model": {"preset": "base", "vocab_size": 100}}, r"model.vocab_size: is taken from"),
+    ({"dev_bleu": {"sentences": 5}, "data": {"dev": None}}, r"dev_bleu.sentences: needs data.dev"),
+    ({"dev_bleu": {"patience": 0}}, r"dev_bleu.patience: must be positive or null"),
 ])
 def test_wrong_types_and_values_are_named(corpus, tmp_path, change, message):
     with pytest.raises(UserInputError, match=message):

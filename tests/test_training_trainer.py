@@ -26,7 +26,8 @@ def finished(corpus, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("runs") / "reverse"
     config = tiny_config(output_dir, corpus, schedule={"train_steps": 30, "eval_every_steps": 15,
                                                        "warmup_steps": 20,
-                                                       "learning_rate_scale": 2.0})
+                                                       "learning_rate_scale": 2.0},
+                         dev_bleu={"sentences": 10, "beam_size": 2})
     return config, train(config)
 
 
@@ -78,9 +79,21 @@ def test_training_learns_and_logs(finished):
     assert [step for step, _ in train_logs["loss"]] == list(range(3, 31, 3))
     assert all(value > 0 for _, value in train_logs["tokens_per_second"])
     dev_logs = _scalars(os.path.join(run.log_dir, "dev"))
-    assert {"loss", "perplexity", "token_accuracy"} <= set(dev_logs)
+    assert {"loss", "perplexity", "token_accuracy", "bleu", "chrf"} <= set(dev_logs)
     np.testing.assert_allclose([v for _, v in dev_logs["perplexity"]],
                                history["val_perplexity"], rtol=1e-5)
+
+
+def test_dev_bleu_keeps_the_best_model(finished):
+    _, result = finished
+    run = result.output_dir
+    bleu = result.history["val_bleu"]
+    assert len(bleu) == 2 and all(0 <= value <= 100 for value in bleu)
+    with open(run.best_record) as file:
+        best = json.load(file)
+    assert best["bleu"] == max(bleu)
+    assert best["step"] == (15 if bleu[0] >= bleu[1] else 30)
+    assert keras.saving.load_model(run.best_model).config.d_model == 32
 
 
 def test_another_model_never_overwrites_a_run(finished):

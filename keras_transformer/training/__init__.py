@@ -8,6 +8,7 @@
     checkpoints.py     crash-safe checkpoints every N minutes/steps, keep the last K
     averaging.py       average_checkpoints: the mean of the last N checkpoints' weights
     callbacks.py       stop at the last step, NaN guard, TensorBoard logs and history
+    dev_bleu.py        DevBleu: dev sacreBLEU each evaluation, keep-best, early stopping
     output_dir.py      OutputDir: the layout of a run folder (what decoding loads)
 
 Example:
@@ -35,9 +36,11 @@ from keras_transformer.training.config import (
     CheckpointSettings,
     CorpusFiles,
     DataSettings,
+    DevBleuSettings,
     ScheduleSettings,
     TrainingConfig,
 )
+from keras_transformer.training.dev_bleu import DevBleu
 from keras_transformer.training.output_dir import OutputDir
 from keras_transformer.training.strategies import is_chief, make_strategy, split_cpu
 from keras_transformer.training.trainer import TrainingResult, load_training_config, train
@@ -45,6 +48,7 @@ from keras_transformer.training.training_model import TokenMeanLoss, TrainingMod
 
 __all__ = [
     "CheckpointCallback", "CheckpointSettings", "Checkpointer", "CorpusFiles", "DataSettings",
+    "DevBleu", "DevBleuSettings",
     "NaNGuard", "OutputDir", "ScheduleSettings", "StopAtStep", "TokenMeanLoss",
     "TrainingConfig", "TrainingDivergedError", "TrainingLogger", "TrainingModel",
     "TrainingResult", "average_checkpoints", "count_real_tokens", "group_micro_batches",

@@ -20,6 +20,7 @@ A complete file (YAML; JSON with the same keys works too):
       warmup_steps: 4000
       tokens_per_update: 25000  # target tokens per update: micro-batches are accumulated
     checkpoints: {every_minutes: 10, keep_last: 5, average_last: 5}
+    dev_bleu: {sentences: 500, beam_size: 4, alpha: 0.6, patience: 10, keep_best: true}
     strategy: auto              # auto | one_device | mirrored | multi_worker
     precision: float32          # float32 | mixed_bfloat16 | mixed_float16
     xla: false
@@ -146,6 +147,25 @@ class CheckpointSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class DevBleuSettings:
+    """Dev BLEU after each evaluation (needs `data.dev` as files).
+
+    Args:
+        sentences: the first N dev sentences are translated and scored (0: off).
+        beam_size: beam size (paper: 4).
+        alpha: length penalty (paper: 0.6).
+        patience: stop after this many evaluations without a better BLEU (null: never).
+        keep_best: keep the best model as `best.keras` (with `best.json`).
+    """
+
+    sentences: int = 0
+    beam_size: int = 4
+    alpha: float = 0.6
+    patience: Optional[int] = None
+    keep_best: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     """A training run: model, data, schedule, checkpoints, devices and numerics.
 
@@ -157,6 +177,7 @@ class TrainingConfig:
             overrides of its fields; `vocab_size` comes from the vocabulary.
         schedule: a `ScheduleSettings`.
         checkpoints: a `CheckpointSettings`.
+        dev_bleu: a `DevBleuSettings` (off by default).
         strategy: "auto" (all GPUs with MirroredStrategy when there are several, else one
             device), "one_device", "mirrored" (all GPUs, or `num_devices` logical CPUs when
             there is no GPU), or "multi_worker" (MultiWorkerMirroredStrategy from TF_CONFIG).
@@ -178,6 +199,7 @@ class TrainingConfig:
     model: dict = dataclasses.field(default_factory=lambda: {"preset": "base"})
     schedule: ScheduleSettings = ScheduleSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
+    dev_bleu: DevBleuSettings = DevBleuSettings()
     strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = "auto"
     num_devices: Optional[int] = None
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
@@ -336,6 +358,15 @@ def _check_values(config):
     for key, value in optional_positive.items():
         if value is not None and value <= 0:
             fail(key, f"must be positive or null, got {value}")
+    bleu = config.dev_bleu
+    if bleu.sentences < 0:
+        fail("dev_bleu.sentences", f"must be 0 (off) or positive, got {bleu.sentences}")
+    if bleu.beam_size < 1:
+        fail("dev_bleu.beam_size", f"must be positive, got {bleu.beam_size}")
+    if bleu.patience is not None and bleu.patience < 1:
+        fail("dev_bleu.patience", f"must be positive or null, got {bleu.patience}")
+    if bleu.sentences and (config.data.dev is None or config.data.dev.tfds is not None):
+        fail("dev_bleu.sentences", "needs data.dev as source/target files")
     if config.schedule.learning_rate_scale <= 0:
         fail("schedule.learning_rate_scale", "must be positive")
     if not config.data.train:

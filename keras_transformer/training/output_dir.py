@@ -13,6 +13,8 @@ Training writes, and translation, evaluation, export and averaging read:
                              and perplexity)
       model.keras            the model at the last training step (`keras.saving.load_model`)
       averaged.keras         the weights of the last N checkpoints averaged (paper 6.1)
+      best.keras, best.json  the model with the best dev BLEU so far, and its step and BLEU
+                             (only with `dev_bleu.sentences` > 0)
       history.json           per-evaluation metrics, appended as training goes
 
 `OutputDir(path).translation_model` is the file decoding should load: `averaged.keras` when
@@ -40,6 +42,8 @@ LOG_DIR = "logs"
 FINAL_MODEL_FILE = "model.keras"
 AVERAGED_MODEL_FILE = "averaged.keras"
 HISTORY_FILE = "history.json"
+BEST_MODEL_FILE = "best.keras"
+BEST_RECORD_FILE = "best.json"
 
 
 class OutputDir:
@@ -93,6 +97,16 @@ class OutputDir:
     def averaged_model(self):
         """`averaged.keras`: the average of the last checkpoints (paper 6.1)."""
         return self._join(AVERAGED_MODEL_FILE)
+
+    @property
+    def best_model(self):
+        """`best.keras`: the model with the best dev BLEU (when dev BLEU is on)."""
+        return self._join(BEST_MODEL_FILE)
+
+    @property
+    def best_record(self):
+        """`best.json`: step, BLEU and chrF of `best.keras`."""
+        return self._join(BEST_RECORD_FILE)
 
     @property
     def history(self):

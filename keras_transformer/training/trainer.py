@@ -224,6 +224,8 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     callbacks = [NaNGuard(last_checkpoint=lambda: checkpointer.latest), StopAtStep(train_steps)]
     callbacks.append(CheckpointCallback(checkpointer, config.checkpoints.every_minutes,
                                         config.checkpoints.every_steps))
+    if config.dev_bleu.sentences:
+        callbacks.append(_dev_bleu_callback(config, run, chief))
     if chief:
         callbacks.append(TrainingLogger(run.log_dir, run.history, schedule.log_every_steps))
     callbacks.extend(extra_callbacks or [])
@@ -238,6 +240,24 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     logger.info("trained %d steps in %.0f s", int(read_value(model.optimizer.iterations))
                 - start_step, time.monotonic() - started)
     return fit_history.history
+
+
+def _dev_bleu_callback(config, run, chief):
+    from keras_transformer.data import read_lines
+    from keras_transformer.training.dev_bleu import DevBleu
+
+    settings, dev = config.dev_bleu, config.data.dev
+    sources, references = [], []
+    for source, reference in zip(read_lines(dev.source), read_lines(dev.target)):
+        if len(sources) == settings.sentences:
+            break
+        sources.append(source.decode("utf-8", errors="replace"))
+        references.append(reference.decode("utf-8", errors="replace"))
+    return DevBleu(sources, references, run.vocabulary, beam_size=settings.beam_size,
+                   alpha=settings.alpha, patience=settings.patience,
+                   best_model_path=run.best_model if settings.keep_best else None,
+                   best_record_path=run.best_record if settings.keep_best else None,
+                   write=chief)
 
 
 def _corpora(files):

@@ -1,0 +1,97 @@
+"""Dev BLEU during training: decode a dev subset after each evaluation, log sacreBLEU, keep the
+best model and stop early when BLEU stops improving.
+
+The paper chooses beam size and length penalty "after experimentation on the development set"
+(6.1); this callback gives the same signal while training runs, with the same search.
+"""
+
+import json
+import logging
+import math
+import os
+
+import keras
+
+from keras_transformer.training.output_dir import atomic_save_model, atomic_write
+
+logger = logging.getLogger(__name__)
+
+
+class DevBleu(keras.callbacks.Callback):
+    """Translates `sources` with beam search at the end of each Keras epoch (one evaluation
+    interval) and adds `val_bleu` (sacreBLEU) and `val_chrf` to the epoch logs.
+
+    With `best_model_path`, the model is saved there (atomically) whenever BLEU improves, with
+    `{step, bleu}` in `best_record_path`; with `patience`, training stops after that many
+    evaluations without a better BLEU. Place it before the callbacks that log epoch metrics.
+
+    Args:
+        sources: dev source sentences (a subset: decoding is slower than scoring).
+        references: their reference translations.
+        vocabulary: the SentencePiece `.model` path.
+        beam_size: beam size (paper: 4).
+        alpha: length penalty (paper: 0.6).
+        patience: evaluations without improvement before stopping (None: never stop).
+        best_model_path: where to keep the best model (`.keras`), or None.
+        best_record_path: where to write `{"step": ..., "bleu": ...}` of the best model.
+        write: whether this process writes files (False on non-chief workers; they still
+            decode, so that every worker takes the same early-stopping decision).
+
+    Example:
+        >>> callback = DevBleu(sources[:500], references[:500], "runs/x/vocab.model",
+        ...                    patience=5, best_model_path="runs/x/best.keras")  # doctest: +SKIP
+    """
+
+    def __init__(self, sources, references, vocabulary, *, beam_size=4, alpha=0.6,
+                 patience=None, best_model_path=None, best_record_path=None, write=True):
+        super().__init__()
+        self.sources = list(sources)
+        self.references = list(references)
+        self.vocabulary = vocabulary
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.patience = patience
+        self.best_model_path = best_model_path
+        self.best_record_path = best_record_path
+        self.write = write
+        self.best_bleu = -math.inf
+        self.evaluations_without_improvement = 0
+        self._translator = None
+        if best_record_path and os.path.exists(best_record_path):
+            # A resumed run keeps the best model of its earlier part unless it beats it.
+            with open(best_record_path, encoding="utf-8") as file:
+                self.best_bleu = float(json.load(file)["bleu"])
+
+    def score(self):
+        """`(bleu, chrf)` of the current weights on the dev subset."""
+        from keras_transformer.evaluation import translate_and_evaluate
+        from keras_transformer.translation import Translator
+
+        if self._translator is None:
+            # Built once: the compiled search reads the model's variables, which training
+            # updates in place.
+            self._translator = Translator(self.model.transformer, self.vocabulary,
+                                          beam_size=self.beam_size, alpha=self.alpha)
+        _, report, _ = translate_and_evaluate(self._translator, self.sources, self.references)
+        return report.bleu, report.chrf
+
+    def on_epoch_end(self, epoch, logs=None):
+        bleu, chrf = self.score()
+        if logs is not None:
+            logs["val_bleu"], logs["val_chrf"] = bleu, chrf
+        step = int(self.model.optimizer.iterations.value.numpy())
+        logger.info("step %d: dev BLEU %.2f, chrF %.2f", step, bleu, chrf)
+        if bleu > self.best_bleu:
+            self.best_bleu = bleu
+            self.evaluations_without_improvement = 0
+            if self.write and self.best_model_path:
+                atomic_save_model(self.model.transformer, self.best_model_path)
+            if self.write and self.best_record_path:
+                with atomic_write(self.best_record_path) as file:
+                    json.dump({"step": step, "bleu": bleu, "chrf": chrf}, file)
+            return
+        self.evaluations_without_improvement += 1
+        if self.patience is not None and self.evaluations_without_improvement >= self.patience:
+            logger.info("dev BLEU has not improved for %d evaluations (best %.2f): stopping",
+                        self.evaluations_without_improvement, self.best_bleu)
+            self.model.stop_training = True
