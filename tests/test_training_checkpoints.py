@@ -7,7 +7,6 @@ import subprocess
 import time
 
 import keras
-import numpy as np
 import pytest
 
 from keras_transformer.training import Checkpointer, TrainingConfig, list_checkpoints, train

@@ -25,7 +25,11 @@ from keras_transformer.schedules import build_optimizer
 from keras_transformer.training.accumulation import group_micro_batches
 from keras_transformer.training.averaging import average_checkpoints
 from keras_transformer.training.callbacks import NaNGuard, StopAtStep, TrainingLogger
-from keras_transformer.training.checkpoints import CheckpointCallback, Checkpointer
+from keras_transformer.training.checkpoints import (
+    CheckpointCallback,
+    Checkpointer,
+    list_checkpoints,
+)
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.output_dir import OutputDir, atomic_save_model, atomic_write
 from keras_transformer.training.strategies import is_chief, make_strategy
@@ -129,8 +133,6 @@ def train(config, callbacks=None):
     # The strategy comes before any TensorFlow op: logical CPU devices must be set first.
     strategy = make_strategy(config.strategy, config.num_devices)
     chief = is_chief(strategy)
-
-    from keras_transformer import data
 
     vocabulary = _prepare_vocabulary(config, run, chief)
     model_config = config.transformer_config(vocab_size=vocabulary.size)
@@ -336,8 +338,6 @@ def _average(config, run, model_config):
     last = config.checkpoints.average_last
     if last <= 0:
         return None
-    from keras_transformer.training.checkpoints import list_checkpoints
-
     available = list_checkpoints(run.checkpoint_dir)
     if not available:
         return None
