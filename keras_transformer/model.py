@@ -70,6 +70,9 @@ class Transformer(keras.Model):
 
         # === Config ===
         self.config = config
+        # The functional init ignores `dtype`: keep it for get_config, so that a saved
+        # mixed-precision model reloads as one.
+        self._dtype_argument = dtype
 
     # The functional graph is traced before `self.config` exists, hence the explicit pad_id.
     def _encode(self, source_ids, pad_id, training):
@@ -114,9 +117,11 @@ class Transformer(keras.Model):
         return logits[:, -1, :], cache
 
     def get_config(self):
+        dtype = self._dtype_argument
         return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable, "dtype": keras.dtype_policies.serialize(
-                    self.dtype_policy)}
+                "trainable": self.trainable,
+                "dtype": None if dtype is None else keras.dtype_policies.serialize(
+                    keras.dtype_policies.get(dtype))}
 
     @classmethod
     def from_config(cls, config):

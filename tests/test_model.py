@@ -118,11 +118,21 @@ def test_keras_file_round_trip_gives_identical_logits(tmp_path):
                                   _logits(model, source, target))
 
 
-def test_mixed_precision_policy_keeps_float32_logits():
+def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_path):
     model = kt.build_model(TINY, dtype="mixed_bfloat16")
     out = model({"source_ids": np.ones((1, 3), "int32"), "target_ids": np.ones((1, 2), "int32")})
     assert "float32" in str(out.dtype)
     assert model.encoder.encoder_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
+    model.save(tmp_path / "mixed.keras")
+    loaded = keras.saving.load_model(tmp_path / "mixed.keras")
+    assert loaded.decoder.decoder_layers[0].feed_forward.compute_dtype == "bfloat16"
+    assert loaded.decoder.decoder_layers[0].feed_forward.variable_dtype == "float32"
+
+
+def test_every_layer_is_built_after_build_model():
+    # An unbuilt layer (even a weightless one) makes Keras re-trace the model in fit.
+    model = kt.build_model(TINY)
+    assert all(layer.built for layer in model._flatten_layers())
 
 
 def test_cross_attention_weights_are_distributions_over_real_source_tokens():

@@ -95,6 +95,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.query_dense.build(query_shape)
         self.key_dense.build(value_shape)
         self.value_dense.build(value_shape)
+        self.attention.build(query_shape)  # no weights, but an unbuilt layer makes fit re-trace
         output_dim = self.output_dim or query_shape[-1]
         self.output_dense = self._output_dense_factory(output_dim, "output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
