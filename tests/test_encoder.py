@@ -37,7 +37,7 @@ def test_stack_has_n_layers_and_a_final_norm_only_with_pre_norm():
     pre = TransformerEncoder(**args, norm_position="pre")
     x = np.random.default_rng(1).normal(size=(1, 4, 8)).astype("float32")
     assert post(x).shape == pre(x).shape == (1, 4, 8)
-    assert len(post.encoder_layers) == 3 and post.final_norm is None
+    assert len(post.transformer_layers) == 3 and post.final_norm is None
     assert pre.final_norm is not None
     # Dropout acts on the embedding + position sum in training only.
     dropping = TransformerEncoder(**{**args, "num_layers": 1}, dropout=0.5)

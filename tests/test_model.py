@@ -122,11 +122,11 @@ def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_pat
     model = kt.build_model(TINY, dtype="mixed_bfloat16")
     out = model({"source_ids": np.ones((1, 3), "int32"), "target_ids": np.ones((1, 2), "int32")})
     assert "float32" in str(out.dtype)
-    assert model.encoder.encoder_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
+    assert model.encoder.transformer_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
     model.save(tmp_path / "mixed.keras")
     loaded = keras.saving.load_model(tmp_path / "mixed.keras")
-    assert loaded.decoder.decoder_layers[0].feed_forward.compute_dtype == "bfloat16"
-    assert loaded.decoder.decoder_layers[0].feed_forward.variable_dtype == "float32"
+    assert loaded.decoder.transformer_layers[0].feed_forward.compute_dtype == "bfloat16"
+    assert loaded.decoder.transformer_layers[0].feed_forward.variable_dtype == "float32"
 
 
 def test_every_layer_is_built_after_build_model():
@@ -146,11 +146,11 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert np.abs(weights[0, :, :, 5:]).max() < 1e-6 and np.abs(weights[1, :, :, 3:]).max() < 1e-6
     # The weights are those the layer uses: recomputed in NumPy from its own projections.
-    layer = model.decoder.decoder_layers[-1]
+    layer = model.decoder.transformer_layers[-1]
     memory, mask = (ops.convert_to_numpy(t) for t in model.encode(source))
     x = ops.convert_to_numpy(model.decoder.positional_layer(model.target_embedding(target)))
     causal = np.tril(np.ones((4, 4), bool))[None]
-    x = ops.convert_to_numpy(model.decoder.decoder_layers[0](x, memory, self_attention_mask=causal,
+    x = ops.convert_to_numpy(model.decoder.transformer_layers[0](x, memory, self_attention_mask=causal,
                                                              memory_mask=mask))
     residual = layer.self_attention_residual
     h = ops.convert_to_numpy(residual(x, layer.self_attention(x, attention_mask=causal)))

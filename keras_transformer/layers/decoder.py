@@ -4,10 +4,10 @@ and the stack of N (section 3.1), with the incremental-decoding cache of each la
 import keras
 from keras import ops
 
-from keras_transformer.layers.encoder import make_positional_layer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.residual import ResidualConnection
+from keras_transformer.layers.stack import TransformerStack
 
 
 def causal_mask(query_length, key_length, start_index=0):
@@ -123,7 +123,7 @@ class TransformerDecoderLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerDecoder(keras.layers.Layer):
+class TransformerDecoder(TransformerStack):
     """The decoder stack: positional encoding and dropout on the embedded target (shifted
     right), then N `TransformerDecoderLayer`s (and, with pre-norm, a final LayerNorm).
 
@@ -146,33 +146,10 @@ class TransformerDecoder(keras.layers.Layer):
     (2, 3, 32)
     """
 
-    def __init__(self, num_layers, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
-                 layer_norm_epsilon=1e-6, positional="sinusoidal", max_length=1024, **kwargs):
-        super().__init__(**kwargs)
-        self.num_layers = num_layers
-        self.layer_args = dict(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
-                               d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout,
-                               relu_dropout=relu_dropout, norm_position=norm_position,
-                               layer_norm_epsilon=layer_norm_epsilon)
-        self.positional = positional
-        self.max_length = max_length
-        policy = self.dtype_policy
-        self.positional_layer = make_positional_layer(positional, max_length, policy)
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
-        self.decoder_layers = [TransformerDecoderLayer(**self.layer_args, dtype=policy,
-                                                       name=f"layer_{i}")
-                               for i in range(num_layers)]
-        self.final_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
-                                                           dtype=policy, name="final_norm")
-                           if norm_position == "pre" else None)
+    layer_class = TransformerDecoderLayer
 
     def build(self, embedded_shape, memory_shape=None):
-        self.positional_layer.build(embedded_shape)
-        for layer in self.decoder_layers:
-            layer.build(embedded_shape, memory_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(embedded_shape)
+        self.build_stack(embedded_shape, memory_shape)
 
     def cross_attention_weights(self, embedded, memory, memory_mask=None, layer_index=-1):
         """Encoder-decoder attention weights of one layer (default: the last),
@@ -181,9 +158,9 @@ class TransformerDecoder(keras.layers.Layer):
         length = ops.shape(x)[1]
         self_mask = causal_mask(length, length)
         layer_index = layer_index % self.num_layers
-        for layer in self.decoder_layers[:layer_index]:
+        for layer in self.transformer_layers[:layer_index]:
             x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
-        return self.decoder_layers[layer_index].cross_attention_weights(
+        return self.transformer_layers[layer_index].cross_attention_weights(
             x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
 
     def init_cache(self, memory, max_length):
@@ -192,7 +169,7 @@ class TransformerDecoder(keras.layers.Layer):
         batch_size = ops.shape(memory)[0]
         return [(layer.self_attention.init_cache(batch_size, max_length),
                  layer.cross_attention.compute_cache(memory))
-                for layer in self.decoder_layers]
+                for layer in self.transformer_layers]
 
     def call(self, embedded, memory=None, memory_mask=None, cache=None, cache_update_index=None,
              training=None):
@@ -205,7 +182,7 @@ class TransformerDecoder(keras.layers.Layer):
         else:
             self_mask = causal_mask(query_length, ops.shape(cache[0][0][0])[1], start)
         new_cache = []
-        for i, layer in enumerate(self.decoder_layers):
+        for i, layer in enumerate(self.transformer_layers):
             if cache is None:
                 x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
                           training=training)
@@ -215,13 +192,8 @@ class TransformerDecoder(keras.layers.Layer):
                     self_attention_cache=cache[i][0], cross_attention_cache=cache[i][1],
                     cache_update_index=start, training=training)
                 new_cache.append((self_cache, cross_cache))
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        x = self.finish(x)
         return x if cache is None else (x, new_cache)
 
     def compute_output_shape(self, embedded_shape, memory_shape=None):
         return embedded_shape
-
-    def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, **self.layer_args,
-                "positional": self.positional, "max_length": self.max_length}

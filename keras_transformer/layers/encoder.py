@@ -5,21 +5,13 @@ from keras import ops
 
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
-                                                 SinusoidalPositionalEncoding)
 from keras_transformer.layers.residual import ResidualConnection
+from keras_transformer.layers.stack import TransformerStack
 
 
 def padding_mask(token_ids, pad_id=0):
     """`[batch, 1, length]` boolean, True at real tokens: the keys attention may look at."""
     return ops.expand_dims(ops.not_equal(token_ids, pad_id), 1)
-
-
-def make_positional_layer(positional, max_length, dtype=None):
-    """The positional encoding of section 3.5 ("sinusoidal") or of Table 3 row E ("learned")."""
-    if positional == "learned":
-        return LearnedPositionalEmbedding(max_length, dtype=dtype, name="positional")
-    return SinusoidalPositionalEncoding(dtype=dtype, name="positional")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -97,14 +89,15 @@ class TransformerEncoderLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerEncoder(keras.layers.Layer):
+class TransformerEncoder(TransformerStack):
     """The encoder stack: positional encoding and dropout on the embedded source, then N
     `TransformerEncoderLayer`s (and, with pre-norm, a final LayerNorm).
 
     Args:
         num_layers: N.
         positional: "sinusoidal" or "learned"; max_length: positions for "learned".
-        The remaining args are those of `TransformerEncoderLayer`.
+        The remaining args are those of `TransformerEncoderLayer`. The layers are
+        `transformer_layers`.
 
     Call args:
         embedded: `[batch, length, d_model]` source embeddings (already x sqrt(d_model)).
@@ -116,43 +109,16 @@ class TransformerEncoder(keras.layers.Layer):
     (2, 5, 32)
     """
 
-    def __init__(self, num_layers, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
-                 layer_norm_epsilon=1e-6, positional="sinusoidal", max_length=1024, **kwargs):
-        super().__init__(**kwargs)
-        self.num_layers = num_layers
-        self.layer_args = dict(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
-                               d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout,
-                               relu_dropout=relu_dropout, norm_position=norm_position,
-                               layer_norm_epsilon=layer_norm_epsilon)
-        self.positional = positional
-        self.max_length = max_length
-        policy = self.dtype_policy
-        self.positional_layer = make_positional_layer(positional, max_length, policy)
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
-        self.encoder_layers = [TransformerEncoderLayer(**self.layer_args, dtype=policy,
-                                                       name=f"layer_{i}")
-                               for i in range(num_layers)]
-        self.final_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
-                                                           dtype=policy, name="final_norm")
-                           if norm_position == "pre" else None)
+    layer_class = TransformerEncoderLayer
 
     def build(self, embedded_shape):
-        self.positional_layer.build(embedded_shape)
-        for layer in self.encoder_layers:
-            layer.build(embedded_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(embedded_shape)
+        self.build_stack(embedded_shape)
 
     def call(self, embedded, attention_mask=None, training=None):
         x = self.embedding_dropout(self.positional_layer(embedded), training=training)
-        for layer in self.encoder_layers:
+        for layer in self.transformer_layers:
             x = layer(x, attention_mask=attention_mask, training=training)
-        return x if self.final_norm is None else self.final_norm(x)
+        return self.finish(x)
 
     def compute_output_shape(self, embedded_shape):
         return embedded_shape
-
-    def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, **self.layer_args,
-                "positional": self.positional, "max_length": self.max_length}
