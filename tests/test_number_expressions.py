@@ -45,7 +45,7 @@ def test_deterministic_for_a_seed_and_splits_disjoint():
     assert first != number_expressions_corpus(seed=8)
     assert {k: len(v) for k, v in first.items()} == {"train": 20000, "dev": 500, "test": 500}
     sources = {name: {english for english, _ in pairs} for name, pairs in first.items()}
-    assert len(sources["train"]) == 20000
+    assert len(sources["train"]) == 20000 and len(sources["test"]) == 500  # distinct
     assert not sources["train"] & sources["dev"]
     assert not sources["train"] & sources["test"]
     assert not sources["dev"] & sources["test"]

@@ -15,6 +15,7 @@ Example:
 """
 
 import random
+import zlib
 
 _EN_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
              "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
@@ -186,38 +187,45 @@ _GENERATORS = [(_cardinal_pair, 0.4), (_counted_noun_pair, 0.2), (_date_pair, 0.
                (_time_pair, 0.15)]
 
 
+def _held_out_split(english, held_out_names):
+    """Which held-out split owns a sentence (one in 10 per split, by a stable hash), or None:
+    small families ("half past X" has 12 members) keep most members for training."""
+    bucket = zlib.crc32(english.encode("utf-8")) % 10
+    return held_out_names[bucket] if bucket < len(held_out_names) else None
+
+
 def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("test", 500))):
-    """Generates disjoint splits of (English, German) pairs, deterministic for a seed.
+    """Generates splits of (English, German) pairs, deterministic for a seed.
 
     Pairs are drawn from four kinds of expression (cardinals, counted nouns with adjectives,
-    dates, clock times), de-duplicated on the English side, then dealt into the splits, so
-    no English sentence appears in two splits.
+    dates, clock times) and de-duplicated on the English side. Each English sentence belongs
+    to one split by a stable hash (one in ten to each held-out split, the rest to the first,
+    training split), so no sentence appears in two splits, and small families ("half past X")
+    keep most of their members for training.
 
     Args:
         seed: the random seed; the same seed gives the same splits.
-        sizes: (split name, number of pairs) in order.
+        sizes: (split name, number of pairs) in order; the first is the training split.
 
     Returns:
         {split name: list of (english, german)}.
     """
     rng = random.Random(seed)
     generators, weights = zip(*_GENERATORS)
-    total = sum(size for _, size in sizes)
-    pairs = {}
-    attempts = 0
-    while len(pairs) < total:
-        attempts += 1
-        if attempts > 50 * total:
-            raise ValueError(f"cannot draw {total} distinct expressions; ask for fewer")
+    (train_name, train_size), *held_out_sizes = sizes
+    held_out_names = [name for name, _ in held_out_sizes]
+    wanted = {train_name: train_size, **dict(held_out_sizes)}
+    splits = {name: {} for name in [train_name, *held_out_names]}
+    for _ in range(200 * sum(wanted.values())):
+        if all(len(splits[name]) == wanted[name] for name in splits):
+            break
         english, german = rng.choices(generators, weights)[0](rng)
-        pairs.setdefault(english, german)
-    items = list(pairs.items())
-    rng.shuffle(items)
-    splits, start = {}, 0
-    for name, size in sizes:
-        splits[name] = items[start:start + size]
-        start += size
-    return splits
+        owner = _held_out_split(english, held_out_names) or train_name
+        if len(splits[owner]) < wanted[owner]:
+            splits[owner].setdefault(english, german)
+    else:
+        raise ValueError(f"cannot draw {dict(sizes)} distinct expressions; ask for fewer")
+    return {name: list(pairs.items()) for name, pairs in splits.items()}
 
 
 def write_number_expressions(directory, seed=0, **kwargs):
