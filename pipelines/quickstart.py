@@ -46,7 +46,7 @@ print(json.dumps([t.decode() for t in out]))
 """
 
 
-def training_config(output_dir, corpus, steps):
+def training_config(output_dir, corpus, steps, dev_bleu_sentences=100):
     """The run: a 2-layer d_model 128 Transformer, tuned on the dev split for 2 CPU cores."""
     return {
         "output_dir": str(output_dir),
@@ -63,7 +63,7 @@ def training_config(output_dir, corpus, steps):
                      "log_every_steps": 25},
         "checkpoints": {"every_minutes": None, "every_steps": max(steps // 10, 1),
                         "keep_last": 5, "average_last": 5},
-        "dev_bleu": {"sentences": 100, "beam_size": 4, "alpha": 0.6},
+        "dev_bleu": {"sentences": dev_bleu_sentences, "beam_size": 4, "alpha": 0.6},
         "strategy": "one_device",
     }
 
@@ -136,6 +136,10 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=1500, help="training updates (1500)")
     parser.add_argument("--test-size", type=int, default=500,
                         help="test sentences to evaluate (default: all 500)")
+    parser.add_argument("--dev-bleu-sentences", type=int, default=100,
+                        help="dev sentences scored with BLEU at each evaluation (default: 100)")
+    parser.add_argument("--max-extra-length", type=int, default=50,
+                        help="output tokens beyond the input length (default: 50, paper 6.1)")
     args = parser.parse_args(argv)
     started = time.monotonic()
 
@@ -150,13 +154,14 @@ def main(argv=None):
     print(f"[1/5] corpus: {output_dir / 'corpus'} (train 20000, dev 500, test 500 pairs)")
 
     print(f"[2/5] training: vocabulary, then {args.steps} updates with model.fit")
-    result = train(training_config(output_dir, corpus, args.steps))
+    result = train(training_config(output_dir, corpus, args.steps, args.dev_bleu_sentences))
     run = result.output_dir
 
     print("[3/5] evaluating the averaged model on the test split (beam 4, alpha 0.6)")
     sources = corpus["test"][0].read_text(encoding="utf-8").splitlines()[:args.test_size]
     references = corpus["test"][1].read_text(encoding="utf-8").splitlines()[:args.test_size]
-    translator = Translator.load(str(run.path), beam_size=4, alpha=0.6, max_extra_length=50)
+    translator = Translator.load(str(run.path), beam_size=4, alpha=0.6,
+                                 max_extra_length=args.max_extra_length)
     hypotheses = translator.translate(sources)
     report = evaluate(hypotheses, references)
     exact_match = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
