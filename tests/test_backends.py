@@ -49,3 +49,45 @@ def test_model_builds_and_runs_without_tensorflow(backend):
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"OK {backend}" in result.stdout
+
+
+TRANSLATE_WITHOUT_TF = """
+import sys
+
+class BlockTensorFlow:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ImportError("tensorflow is blocked in this test")
+
+sys.meta_path.insert(0, BlockTensorFlow())
+import keras_transformer as kt
+
+model_path, vocab_path = sys.argv[1], sys.argv[2]
+outputs = kt.translate(["hello world", "", "a b c"], model=model_path, vocabulary=vocab_path,
+                       beam_size=2, max_extra_length=3)
+assert len(outputs) == 3 and outputs[1] == "" and all(isinstance(o, str) for o in outputs)
+assert not any(m.startswith("tensorflow") for m in sys.modules)
+print("OK")
+"""
+
+
+def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed (pip install -e .[test] installs it)")
+    import sentencepiece
+
+    import keras_transformer as kt
+
+    text = tmp_path / "text.txt"
+    text.write_text("hello world\na b c d e f\nthe quick brown fox\n" * 20)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(tmp_path / "vocab"), vocab_size=40, pad_id=0,
+        unk_id=1, bos_id=2, eos_id=3, model_type="bpe", hard_vocab_limit=False)
+    config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    kt.build_model(config).save(tmp_path / "model.keras")
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run(
+        [sys.executable, "-c", TRANSLATE_WITHOUT_TF, str(tmp_path / "model.keras"),
+         str(tmp_path / "vocab.model")], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK" in result.stdout

@@ -18,40 +18,33 @@ Example:
     'runs/multi30k/averaged.keras'
 """
 
-from keras_transformer.training.accumulation import count_real_tokens, group_micro_batches
-from keras_transformer.training.averaging import average_checkpoints
-from keras_transformer.training.callbacks import (
-    NaNGuard,
-    StopAtStep,
-    TrainingDivergedError,
-    TrainingLogger,
-)
-from keras_transformer.training.checkpoints import (
-    CheckpointCallback,
-    Checkpointer,
-    list_checkpoints,
-    model_variables,
-)
-from keras_transformer.training.config import (
-    CheckpointSettings,
-    CorpusFiles,
-    DataSettings,
-    DevBleuSettings,
-    ScheduleSettings,
-    TrainingConfig,
-)
-from keras_transformer.training.dev_bleu import DevBleu
-from keras_transformer.training.output_dir import OutputDir
-from keras_transformer.training.strategies import is_chief, make_strategy, split_cpu
-from keras_transformer.training.trainer import TrainingResult, load_training_config, train
-from keras_transformer.training.training_model import TokenMeanLoss, TrainingModel
+import importlib
 
-__all__ = [
-    "CheckpointCallback", "CheckpointSettings", "Checkpointer", "CorpusFiles", "DataSettings",
-    "DevBleu", "DevBleuSettings",
-    "NaNGuard", "OutputDir", "ScheduleSettings", "StopAtStep", "TokenMeanLoss",
-    "TrainingConfig", "TrainingDivergedError", "TrainingLogger", "TrainingModel",
-    "TrainingResult", "average_checkpoints", "count_real_tokens", "group_micro_batches",
-    "is_chief", "list_checkpoints", "load_training_config", "make_strategy", "model_variables", "split_cpu",
-    "train",
-]
+# Public names are resolved on first use (PEP 562): `keras_transformer.training.output_dir`,
+# which decoding reads to find a run's files, then imports without TensorFlow.
+_EXPORTS = {
+    "count_real_tokens": "accumulation", "group_micro_batches": "accumulation",
+    "average_checkpoints": "averaging",
+    "NaNGuard": "callbacks", "StopAtStep": "callbacks", "TrainingDivergedError": "callbacks",
+    "TrainingLogger": "callbacks",
+    "CheckpointCallback": "checkpoints", "Checkpointer": "checkpoints",
+    "list_checkpoints": "checkpoints", "model_variables": "checkpoints",
+    "CheckpointSettings": "config", "CorpusFiles": "config", "DataSettings": "config",
+    "ScheduleSettings": "config", "TrainingConfig": "config", "DevBleuSettings": "config",
+    "DevBleu": "dev_bleu",
+    "OutputDir": "output_dir",
+    "is_chief": "strategies", "make_strategy": "strategies", "split_cpu": "strategies",
+    "TrainingResult": "trainer", "load_training_config": "trainer", "train": "trainer",
+    "TokenMeanLoss": "training_model", "TrainingModel": "training_model",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'keras_transformer.training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"keras_transformer.training.{_EXPORTS[name]}"),
+                    name)
+    globals()[name] = value
+    return value
