@@ -148,11 +148,30 @@ def _make_readable(path):
 
 
 @contextlib.contextmanager
+def _temporary_beside(path, suffix=""):
+    """A temporary file name beside `path`, renamed onto `path` when the block succeeds and
+    removed when it fails: a kill mid-write leaves the previous `path` untouched (the rename
+    is atomic on POSIX file systems)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
+                                         suffix=suffix)
+    os.close(handle)
+    try:
+        yield temporary
+        _make_readable(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_write(path, mode="w"):
     """Opens a temporary file beside `path` and renames it onto `path` on success.
 
     A kill mid-write leaves the previous `path` (if any) untouched; a failed write removes the
-    temporary file. The rename is atomic on POSIX file systems.
+    temporary file.
 
     Args:
         path: the final file.
@@ -162,31 +181,13 @@ def atomic_write(path, mode="w"):
         >>> with atomic_write("runs/x/config.json") as file:  # doctest: +SKIP
         ...     file.write("{}")
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(handle, mode) as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        _make_readable(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
+    with _temporary_beside(path) as temporary, open(temporary, mode) as file:
+        yield file
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def atomic_save_model(model, path):
     """Saves a Keras model to `path` (`.keras`) through a temporary file and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
-    os.close(handle)
-    try:
+    with _temporary_beside(path, suffix=".keras") as temporary:
         model.save(temporary, overwrite=True)
-        _make_readable(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
