@@ -108,3 +108,20 @@ def test_finished_run_is_not_trained_again(runs):
     result = train(_config(runs["run_dir"], runs["corpus"]))
     assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
     assert result.history == {}
+
+
+def test_list_checkpoints_with_a_relative_directory(tmp_path, monkeypatch):
+    # Runs are usually given as relative paths (runs/quickstart): the listed prefixes must
+    # point at the files, not at the directory joined twice.
+    import tensorflow as tf
+
+    from keras_transformer.training import list_checkpoints
+
+    monkeypatch.chdir(tmp_path)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
+                                         "runs/x/checkpoints", max_to_keep=3)
+    for _ in range(2):
+        manager.save()
+    listed = list_checkpoints("runs/x/checkpoints")
+    assert listed == ["runs/x/checkpoints/ckpt-1", "runs/x/checkpoints/ckpt-2"]
+    assert all(tf.io.gfile.exists(prefix + ".index") for prefix in listed)

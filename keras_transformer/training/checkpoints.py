@@ -107,8 +107,9 @@ def list_checkpoints(directory):
     state = tf.train.get_checkpoint_state(os.fspath(directory))
     if state is None:
         return []
-    paths = list(state.all_model_checkpoint_paths)
-    return [p if os.path.isabs(p) else os.path.join(directory, p) for p in paths]
+    # get_checkpoint_state already joins relative entries to `directory` (a relative
+    # `directory` gives relative paths, which must not be joined a second time).
+    return list(state.all_model_checkpoint_paths)
 
 
 class CheckpointCallback(keras.callbacks.Callback):
