@@ -35,10 +35,8 @@ from keras_transformer.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+# The fixed ids are the model's (config.py): one definition for vocabulary, data and model.
+from keras_transformer.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # noqa: E402
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
 
 MODEL_TYPES = ("bpe", "unigram")
