@@ -87,6 +87,9 @@ class DataSettings:
         max_length: longest source or target (subword pieces + 1) kept for training.
         shuffle_buffer: pairs in the shuffle buffer.
         cache_dir: tokenize corpora once into this folder and reuse them.
+        pad_to_bucket_boundary: pad each batch to its bucket's upper length, so that batches
+            have one static shape per bucket (set it with `xla: true`, which otherwise
+            compiles the train step again for every new batch shape).
         seed: seed of shuffling: the same seed replays the same batches (and resume relies on
             it to find its data position).
     """
@@ -100,6 +103,7 @@ class DataSettings:
     max_length: int = 256
     shuffle_buffer: int = 100_000
     cache_dir: Optional[str] = None
+    pad_to_bucket_boundary: bool = False
     seed: int = 1
 
 

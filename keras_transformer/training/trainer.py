@@ -195,7 +195,8 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     pipeline = data.TranslationPipeline(
         _corpora(settings.train), vocabulary, token_budget=settings.token_budget,
         max_length=settings.max_length, num_replicas=num_replicas,
-        shuffle_buffer=settings.shuffle_buffer, cache_dir=settings.cache_dir)
+        shuffle_buffer=settings.shuffle_buffer, cache_dir=settings.cache_dir,
+        pad_to_bucket_boundary=settings.pad_to_bucket_boundary)
     batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
     # Data position: the same seed replays the same batches, so skipping the micro-batches
     # already trained on resumes exactly where the checkpoint was written.
