@@ -34,8 +34,8 @@ def test_self_attention_cache_matches_full_computation():
                            cache_update_index=step)
         np.testing.assert_allclose(ops.convert_to_numpy(out)[:, 0], full[:, step], atol=1e-5)
     keys, values = (ops.convert_to_numpy(c) for c in cache)
-    assert keys.shape == (2, 9, 2, 8) and values.shape == (2, 9, 2, 4)
-    assert not keys[:, 6:].any()  # unwritten slots
+    assert keys.shape == (2, 2, 9, 8) and values.shape == (2, 2, 9, 4)  # heads first
+    assert not keys[:, :, 6:].any()  # unwritten slots
 
 
 def test_cross_attention_cache_is_computed_once_and_reused():

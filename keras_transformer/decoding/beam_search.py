@@ -24,7 +24,8 @@ The loop stops when every sentence is done or at the longest cap.
 
 from keras import ops
 
-from keras_transformer.decoding.incremental import (NEG_INF, as_decoder, forbid_early_eos,
+from keras_transformer.decoding.incremental import (NEG_INF, as_decoder, cache_lengths,
+                                                    decoding_loop, forbid_early_eos,
                                                     forbid_tokens)
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
@@ -115,16 +116,17 @@ class BeamSearch:
         vocab_size = decoder.vocab_size
         caps, buffer_length = max_output_lengths(source_ids, decoder.pad_id,
                                                  self.max_extra_length, decoder.max_length)
-        static, dynamic = decoder.initial_state(_tile_beams(source_ids, k), buffer_length)
+        lengths = cache_lengths(decoder, buffer_length)
+        static, dynamic = decoder.initial_state(_tile_beams(source_ids, k), lengths[0])
         positions = ops.arange(buffer_length)
         candidate_ranks = ops.arange(2 * k)[None, :]
         cap_penalty = length_penalty(caps, self.alpha)[:, None]          # [batch, 1]
 
-        def not_done(step, alive, finished, done):
+        def not_done(step, alive, finished, done, dynamic):
             return ops.logical_and(step < buffer_length, ops.logical_not(ops.all(done)))
 
-        def one_step(step, alive, finished, done):
-            alive_ids, alive_log_probs, alive_tokens, dynamic = alive
+        def one_step(step, alive, finished, done, dynamic):
+            alive_ids, alive_log_probs, alive_tokens = alive
             log_probs, dynamic = decoder.step(ops.reshape(alive_tokens, (-1, 1)), static,
                                               dynamic, step)
             log_probs = forbid_tokens(log_probs, (decoder.pad_id, decoder.bos_id))
@@ -179,25 +181,23 @@ class BeamSearch:
             bound = best_alive / cap_penalty[:, 0]
             nth_finished = finished_scores[:, self.num_hypotheses - 1]
             done = done | (best_alive <= NEG_INF / 2) | (nth_finished >= bound)
-            return (step + 1, (alive_ids, alive_log_probs, alive_tokens, dynamic),
+            return (step + 1, (alive_ids, alive_log_probs, alive_tokens),
                     (finished_ids, finished_log_probs, finished_scores, finished_lengths),
-                    done)
+                    done, dynamic)
 
         # Only beam 0 starts alive, so that step 0 does not pick k copies of one token.
         first_alive = ops.concatenate(
             [ops.zeros((batch_size, 1)), ops.full((batch_size, k - 1), NEG_INF)], axis=1)
         alive = (ops.full((batch_size, k, buffer_length), decoder.pad_id, "int32"),
                  ops.cast(first_alive, "float32"),
-                 ops.full((batch_size, k), decoder.bos_id, "int32"),
-                 dynamic)
+                 ops.full((batch_size, k), decoder.bos_id, "int32"))
         finished = (ops.full((batch_size, k, buffer_length), decoder.pad_id, "int32"),
                     ops.full((batch_size, k), NEG_INF, "float32"),
                     ops.full((batch_size, k), NEG_INF, "float32"),
                     ops.zeros((batch_size, k), "int32"))
         state = (ops.convert_to_tensor(0, "int32"), alive, finished,
-                 ops.zeros((batch_size,), "bool"))
-        _, _, finished, _ = ops.while_loop(not_done, one_step, state,
-                                           maximum_iterations=buffer_length)
+                 ops.zeros((batch_size,), "bool"), dynamic)
+        _, _, finished, _, _ = decoding_loop(decoder, not_done, one_step, state, lengths)
         ids, log_probs, scores, lengths = (value[:, :self.num_hypotheses]
                                            for value in finished)
         return SearchResult(ids, lengths, log_probs, scores)

@@ -48,6 +48,9 @@ class EnsembleDecoder:
         self.vocab_size = first.vocab_size
         self.pad_id, self.bos_id, self.eos_id = first.pad_id, first.bos_id, first.eos_id
         self.max_length = min(decoder.max_length for decoder in self.decoders)
+        # Caches grow during decoding only if every member's can.
+        if all(hasattr(decoder, "grow_state") for decoder in self.decoders):
+            self.grow_state = self._grow_members
 
     @property
     def variables(self):
@@ -57,6 +60,10 @@ class EnsembleDecoder:
     def initial_state(self, source_ids, max_length):
         states = [decoder.initial_state(source_ids, max_length) for decoder in self.decoders]
         return tuple(static for static, _ in states), tuple(dynamic for _, dynamic in states)
+
+    def _grow_members(self, dynamic, max_length):
+        return tuple(decoder.grow_state(model_dynamic, max_length)
+                     for decoder, model_dynamic in zip(self.decoders, dynamic))
 
     def step(self, token_ids, static, dynamic, step):
         outputs = [decoder.step(token_ids, model_static, model_dynamic, step)

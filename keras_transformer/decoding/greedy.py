@@ -2,7 +2,8 @@
 
 from keras import ops
 
-from keras_transformer.decoding.incremental import as_decoder, forbid_early_eos, forbid_tokens
+from keras_transformer.decoding.incremental import (as_decoder, cache_lengths, decoding_loop,
+                                                    forbid_early_eos, forbid_tokens)
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
 
@@ -11,8 +12,8 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
                           min_length=0):
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
-    The loop is a `keras.ops.while_loop` over fixed-shape state, so it runs on every backend
-    and compiles whole (XLA, `jax.jit`). It stops when every sentence has emitted eos or
+    The loop is `keras.ops.while_loop`s over fixed-shape state (`decoding_loop`), so it runs
+    on every backend and compiles whole (XLA, `jax.jit`). It stops when every sentence has emitted eos or
     reached its length cap (source length + `max_extra_length`, at most the model's
     `max_length`).
 
@@ -33,7 +34,8 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
     batch_size = ops.shape(source_ids)[0]
     caps, buffer_length = max_output_lengths(source_ids, decoder.pad_id, max_extra_length,
                                              decoder.max_length)
-    static, dynamic = decoder.initial_state(source_ids, buffer_length)
+    lengths = cache_lengths(decoder, buffer_length)
+    static, dynamic = decoder.initial_state(source_ids, lengths[0])
     positions = ops.arange(buffer_length)
 
     def not_done(step, tokens, ids, lengths, log_probs, finished, dynamic):
@@ -64,8 +66,8 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
         ops.zeros((batch_size,), "bool"),
         dynamic,
     )
-    _, _, ids, lengths, log_probs, _, _ = ops.while_loop(
-        not_done, one_step, state, maximum_iterations=buffer_length)
+    _, _, ids, lengths, log_probs, _, _ = decoding_loop(decoder, not_done, one_step, state,
+                                                        lengths)
     scores = log_probs / length_penalty(lengths, alpha)
     return SearchResult(ids[:, None, :], lengths[:, None], log_probs[:, None], scores[:, None])
 

@@ -10,12 +10,17 @@ A search (greedy, beam, sampling) talks to the model through a *decoder*: an obj
   nests of tensors whose first dimension is the batch. Beam search reorders only `dynamic`
   when hypotheses change beams: all beams of a sentence share one source, so their `static`
   rows are equal and need no gather.
-- `step(token_ids [N, 1], static, dynamic, step) -> (log_probs [N, vocab], dynamic)`.
+- `step(token_ids [N, 1], static, dynamic, step) -> (log_probs [N, vocab], dynamic)`;
+- optionally `grow_state(dynamic, max_length) -> dynamic`: the caches lengthened to
+  `max_length` steps. With it, `decoding_loop` starts with short caches and lengthens them as
+  the output grows (see there); without it, the caches are as long as the longest output.
 
 `IncrementalDecoder` adapts one `Transformer`; `EnsembleDecoder` (ensemble.py) combines several.
 """
 
 from keras import ops
+
+from keras_transformer.layers.multi_head_attention import grow_cache
 
 # Log-probability given to forbidden tokens and empty hypothesis slots. Finite, so that sums
 # and differences of it never make NaN; far below any real log-probability.
@@ -79,6 +84,61 @@ class IncrementalDecoder:
         logits, cache = self.model.decode_step(token_ids, memory_mask, cache, step)
         log_probs = ops.log_softmax(logits, axis=-1)
         return log_probs, tuple(self_cache for self_cache, _ in cache)
+
+    def grow_state(self, dynamic, max_length):
+        return tuple(grow_cache(self_cache, max_length) for self_cache in dynamic)
+
+
+# Decoding caches start this long and double in each segment of the decoding loop.
+FIRST_CACHE_LENGTH = 16
+
+
+def cache_lengths(decoder, buffer_length):
+    """The self-attention cache length of each segment of `decoding_loop`: 16, 32, 64, ...,
+    `buffer_length` (the longest output). A tensor `buffer_length` (an exported graph's
+    per-request length) gives `min(16, buffer), min(32, buffer), ...` up to the model's
+    `max_length`, and segments past the buffer run no step."""
+    if not hasattr(decoder, "grow_state"):
+        return [buffer_length]
+    bound = buffer_length if isinstance(buffer_length, int) else decoder.max_length
+    lengths, length = [], FIRST_CACHE_LENGTH
+    while length < bound:
+        lengths.append(length)
+        length *= 2
+    lengths.append(bound)
+    if isinstance(buffer_length, int):
+        return lengths
+    return [ops.minimum(length, buffer_length) for length in lengths]
+
+
+def decoding_loop(decoder, condition, body, state, lengths):
+    """`keras.ops.while_loop(condition, body, state)` for a decoding `state` `(step, ...,
+    dynamic)`, run in segments whose caches are `lengths` long (`cache_lengths`).
+
+    A step attends over, writes into and (in beam search) reorders its whole cache: with one
+    cache as long as the longest output, every step would cost as much as the last one. The
+    loop shapes must stay fixed (XLA, `jax.jit`), so the caches grow between segments
+    instead: each segment is a loop over fixed shapes, and a step costs at most twice what a
+    cache of exactly its length would.
+
+    Args:
+        decoder: the decoder (see the module docstring).
+        condition, body: as for `keras.ops.while_loop`; `state[0]` is the step and
+            `state[-1]` the decoder's `dynamic` state, `lengths[0]` steps long.
+        lengths: the cache length of each segment, from `cache_lengths`.
+
+    Returns:
+        The final state.
+    """
+    for index, length in enumerate(lengths):
+        if index:
+            state = tuple(state[:-1]) + (decoder.grow_state(state[-1], length),)
+
+        def in_segment(*values, length=length):
+            return ops.logical_and(values[0] < length, condition(*values))
+
+        state = ops.while_loop(in_segment, body, tuple(state), maximum_iterations=length)
+    return state
 
 
 def forbid_early_eos(log_probs, eos_id, step, min_length):

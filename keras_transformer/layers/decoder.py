@@ -180,7 +180,7 @@ class TransformerDecoder(TransformerStack):
         if cache is None:
             self_mask = causal_mask(query_length, query_length)
         else:
-            self_mask = causal_mask(query_length, ops.shape(cache[0][0][0])[1], start)
+            self_mask = causal_mask(query_length, ops.shape(cache[0][0][0])[2], start)
         new_cache = []
         for i, layer in enumerate(self.transformer_layers):
             if cache is None:

@@ -1,23 +1,62 @@
 """Multi-head attention with an incremental-decoding cache (paper section 3.2.2)."""
 
+import math
+
 import keras
 from keras import ops
 
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
 
 
-def _write_cache(cache, update, index):
-    """`cache` `[batch, length, heads, dim]` with `update` written at `index` on axis 1.
+def _heads_first(x):
+    """`[batch, length, heads, dim]` -> `[batch, heads, length, dim]`."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
-    One step's token is written with a select rather than `slice_update`: on TensorFlow that
-    op is `XlaDynamicUpdateSlice`, which stock TF Serving cannot run. The select reads the
-    whole cache, as the attention that follows does anyway.
+
+def _write_cache(cache, update, index):
+    """`cache` `[batch, heads, length, dim]` with `update` written at `index` on axis 2.
+
+    One step's token is written with `scatter_update`, not `slice_update`: on TensorFlow
+    `slice_update` is `XlaDynamicUpdateSlice`, which stock TF Serving cannot run, and a
+    select over the whole cache (the other portable write) costs a pass over the cache.
     """
     update = ops.cast(update, cache.dtype)
-    if update.shape[1] != 1:
-        return ops.slice_update(cache, (0, index, 0, 0), update)
-    slot = ops.arange(ops.shape(cache)[1]) == index
-    return ops.where(slot[None, :, None, None], update, cache)
+    if update.shape[2] != 1:
+        return ops.slice_update(cache, (0, 0, index, 0), update)
+    batch_size, num_heads = ops.shape(cache)[0], ops.shape(cache)[1]
+    batch_index = ops.repeat(ops.arange(batch_size, dtype="int32"), num_heads)
+    head_index = ops.tile(ops.arange(num_heads, dtype="int32"), [batch_size])
+    step_index = ops.zeros_like(batch_index) + ops.cast(index, "int32")
+    indices = ops.stack([batch_index, head_index, step_index], axis=1)
+    return ops.scatter_update(cache, indices,
+                              ops.reshape(update, (-1, ops.shape(update)[-1])))
+
+
+def grow_cache(cache, max_length):
+    """A self-attention cache `(keys, values)` lengthened to `max_length` slots (empty slots
+    appended): decoding grows its caches as the output grows (see `decoding.incremental`)."""
+    def grow(tensor):
+        batch_size, num_heads, length, dim = ops.shape(tensor)
+        empty = ops.zeros((batch_size, num_heads, max_length - length, dim), tensor.dtype)
+        return ops.concatenate([tensor, empty], axis=2)
+
+    return tuple(grow(tensor) for tensor in cache)
+
+
+def _attend_heads_first(queries, keys, values, mask):
+    """softmax(Q K^T / sqrt(d_k)) V with keys and values `[batch, heads, length, dim]`.
+
+    The decoding caches are kept heads first, so that each step multiplies them as they are:
+    `keras.ops.dot_product_attention` takes `[batch, length, heads, dim]` and would transpose
+    (copy) every cache at every step, a cost that grows with the output length.
+    """
+    queries = _heads_first(queries) * ops.cast(1.0 / math.sqrt(queries.shape[-1]),
+                                                queries.dtype)
+    logits = ops.einsum("bnth,bnsh->bnts", queries, keys)
+    if mask is not None:
+        logits = ops.where(mask, logits, ops.cast(-1e9, logits.dtype))
+    weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), values.dtype)
+    return ops.transpose(ops.einsum("bnts,bnsh->bnth", weights, values), (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -29,7 +68,8 @@ class MultiHeadAttention(keras.layers.Layer):
     `value_dim` (d_v) are set independently, as Table 3 row (B) changes d_k alone.
 
     Incremental decoding reads and writes a cache, a pair `(keys, values)` of projected tensors
-    shaped `[batch, length, heads, key_dim]` and `[batch, length, heads, value_dim]`:
+    shaped `[batch, heads, length, key_dim]` and `[batch, heads, length, value_dim]` (heads
+    first, so that decoding steps multiply them without transposing them):
 
     - self-attention: the cache has a fixed length (the longest output); each step projects
       the new token(s), writes them at `cache_update_index` and attends over the whole cache
@@ -103,23 +143,28 @@ class MultiHeadAttention(keras.layers.Layer):
     def _split_heads(self, x, head_dim):
         return ops.reshape(x, ops.shape(x)[:-1] + (self.num_heads, head_dim))
 
-    def compute_cache(self, value):
-        """Projects `value` into `(keys, values)`, split into heads."""
+    def _keys_values(self, value):
+        """Projects `value` into keys and values `[batch, length, heads, dim]`."""
         return (self._split_heads(self.key_dense(value), self.key_dim),
                 self._split_heads(self.value_dense(value), self.value_dim))
+
+    def compute_cache(self, value):
+        """The encoder-decoder cache of `value`: `(keys, values)`, heads first."""
+        keys, values = self._keys_values(value)
+        return _heads_first(keys), _heads_first(values)
 
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for `max_length` decoding steps."""
         dtype = dtype or self.compute_dtype
-        return (ops.zeros((batch_size, max_length, self.num_heads, self.key_dim), dtype),
-                ops.zeros((batch_size, max_length, self.num_heads, self.value_dim), dtype))
+        return (ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype),
+                ops.zeros((batch_size, self.num_heads, max_length, self.value_dim), dtype))
 
     def attention_weights(self, query, value=None, attention_mask=None):
         """softmax(Q K^T / sqrt(d_k)) per head, `[batch, heads, target_length, source_length]`:
         where each query looks (the paper's figures 3-5)."""
         value = query if value is None else value
         queries = self._split_heads(self.query_dense(query), self.key_dim)
-        keys, _ = self.compute_cache(value)
+        keys, _ = self._keys_values(value)
         logits = ops.einsum("btnh,bsnh->bnts", queries, keys) / (self.key_dim ** 0.5)
         if attention_mask is not None:
             logits = ops.where(ops.expand_dims(attention_mask, 1), logits, -1e9)
@@ -129,17 +174,17 @@ class MultiHeadAttention(keras.layers.Layer):
              cache_update_index=None, training=None):
         value = query if value is None else value
         queries = self._split_heads(self.query_dense(query), self.key_dim)
-        if cache is None:
-            keys, values = self.compute_cache(value)
-        elif cache_update_index is None:
-            keys, values = cache
-        else:
-            new_keys, new_values = self.compute_cache(value)
-            keys = _write_cache(cache[0], new_keys, cache_update_index)
-            values = _write_cache(cache[1], new_values, cache_update_index)
-            cache = (keys, values)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
-        heads = self.attention(queries, keys, values, attention_mask=mask, training=training)
+        if cache is None:
+            keys, values = self._keys_values(value)
+            heads = self.attention(queries, keys, values, attention_mask=mask,
+                                   training=training)
+        else:
+            if cache_update_index is not None:
+                new_keys, new_values = self.compute_cache(value)
+                cache = (_write_cache(cache[0], new_keys, cache_update_index),
+                         _write_cache(cache[1], new_values, cache_update_index))
+            heads = _attend_heads_first(queries, cache[0], cache[1], mask)
         output = self.output_dense(ops.reshape(heads, ops.shape(heads)[:-2] + (-1,)))
         return output if cache is None else (output, cache)
 
