@@ -267,6 +267,60 @@ def time_it(run, sources, repeats):
     return min(times), warmup
 
 
+def trained_model_throughput(args, peers):
+    """Beam 4, alpha 0.6, max length input + 50 on real sentences with a trained model:
+    `Translator.translate` (length-sorted batches of --batch-size, text in and out) against
+    CTranslate2 on the same weights and the same subword pieces."""
+    source_file = args.source_file or os.path.join(os.environ.get("KT_DATA_DIR", ""), "wmt",
+                                                   "newstest2013.en")
+    if not os.path.isfile(source_file):
+        print(f"# --trained: {source_file} not found (set KT_DATA_DIR or --source-file)")
+        return None
+    from keras_transformer import Translator
+
+    with open(source_file, encoding="utf-8") as file:
+        lines = [line.rstrip("\n") for _, line in zip(range(args.lines), file)]
+    translator = Translator.load(args.trained, beam_size=args.beam_size, alpha=0.6,
+                                 max_extra_length=50, batch_size=args.batch_size)
+    translator.translate(lines)  # compile every batch shape once
+    start = time.perf_counter()
+    hypotheses = translator.translate(lines)
+    seconds = time.perf_counter() - start
+    vocabulary = translator.vocabulary
+    generated = sum(len(vocabulary.encode(h)) + 1 for h in hypotheses)  # pieces + eos
+    rows = [dict(decoder="ours (Translator)", seconds=round(seconds, 2),
+                 tokens_per_second=round(generated / seconds, 1),
+                 sentences_per_second=round(len(lines) / seconds, 2))]
+    if "ct2" in peers:
+        ct2_translator, tokens = ctranslate2_model(translator.model,
+                                                   tempfile.mkdtemp(prefix="ct2-trained-"))
+        pieces = [[tokens[i] for i in vocabulary.encode(line)] + ["</s>"] for line in lines]
+        longest = max(len(p) for p in pieces)
+
+        def run():
+            return ct2_translator.translate_batch(
+                pieces, beam_size=args.beam_size, max_batch_size=args.batch_size,
+                length_penalty=0.6, max_decoding_length=min(longest + 50,
+                                                            translator.model.config.max_length))
+        run()
+        start = time.perf_counter()
+        outputs = run()
+        ct2_seconds = time.perf_counter() - start
+        ct2_generated = sum(len(o.hypotheses[0]) + 1 for o in outputs)
+        rows.append(dict(decoder="CTranslate2", seconds=round(ct2_seconds, 2),
+                         tokens_per_second=round(ct2_generated / ct2_seconds, 1),
+                         sentences_per_second=round(len(lines) / ct2_seconds, 2)))
+        for row in rows:
+            row["sentences_vs_ctranslate2"] = round(
+                row["sentences_per_second"] / rows[-1]["sentences_per_second"], 3)
+    print(f"# trained model {args.trained} on the first {len(lines)} lines of {source_file}")
+    for row in rows:
+        print(f"trained {row['decoder']:22} {row['seconds']:>8.2f} s "
+              f"{row['tokens_per_second']:>9.1f} tokens/s {row['sentences_per_second']:>7.2f} "
+              f"sent/s {row.get('sentences_vs_ctranslate2', float('nan')):>6.2f}", flush=True)
+    return {"source_file": source_file, "lines": len(lines), "rows": rows}
+
+
 def _cpu_name():
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
@@ -292,6 +346,14 @@ def main(argv=None):
     parser.add_argument("--nocache-configs", default="small",
                         help="configs on which to time the no-cache decoder (it is slow)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--trained", metavar="RUN",
+                        help="also decode --source-file with this trained model (a training "
+                             "output_dir or .keras file), ours and CTranslate2")
+    parser.add_argument("--source-file", default=None,
+                        help="real sentences for --trained (default: "
+                             "$KT_DATA_DIR/wmt/newstest2013.en)")
+    parser.add_argument("--lines", type=int, default=500,
+                        help="first lines of --source-file to translate (default: 500)")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -351,19 +413,27 @@ def main(argv=None):
     if args.scaling_lengths and "ours" in peers:
         model = build("small", args.vocab_size)
         sources = random_sources(args.batch_size, args.source_length, args.vocab_size)
-        print("# our cost against output length (small): seconds per generated token")
+        ct2 = None
+        if "ct2" in peers:
+            ct2 = ctranslate2_model(model, tempfile.mkdtemp(prefix="ct2-scaling-"))
+        print("# cost against output length (small): milliseconds per generated token")
         for length in [int(x) for x in args.scaling_lengths.split(",")]:
-            seconds, _ = time_it(ours(model, args.beam_size, length, args.source_length),
-                                 sources, 1)
-            per_token = seconds / (args.batch_size * length)
-            scaling.append(dict(output_length=length, seconds=round(seconds, 3),
-                                ms_per_token=round(1000 * per_token, 3)))
-            print(f"small  ours (tf.function)     {length:>7} {seconds:>8.2f} s  "
-                  f"{1000 * per_token:.3f} ms/token", flush=True)
+            runners = {"ours": ours(model, args.beam_size, length, args.source_length)}
+            if ct2 is not None:
+                runners["CTranslate2"] = ctranslate2_runner(*ct2, args.beam_size, length)
+            for label, run in runners.items():
+                seconds, _ = time_it(run, sources, 1)
+                per_token = seconds / (args.batch_size * length)
+                scaling.append(dict(decoder=label, output_length=length,
+                                    seconds=round(seconds, 3),
+                                    ms_per_token=round(1000 * per_token, 3)))
+                print(f"small  {label:22} {length:>7} {seconds:>8.2f} s  "
+                      f"{1000 * per_token:.3f} ms/token", flush=True)
+    trained = trained_model_throughput(args, peers) if args.trained else None
     print(json.dumps({"benchmark": "decode_throughput", "threads": THREADS,
                       "batch_size": args.batch_size, "beam_size": args.beam_size,
                       "source_length": args.source_length, "vocab_size": args.vocab_size,
-                      "results": results, "scaling": scaling}))
+                      "results": results, "scaling": scaling, "trained": trained}))
     return 0
 
 

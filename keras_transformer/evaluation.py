@@ -91,7 +91,7 @@ def split_compounds(text):
 
     Example:
     >>> split_compounds("ein Know-how-Transfer")
-    'ein Know ##AT##-##AT## how-Transfer'
+    'ein Know ##AT##-##AT## how ##AT##-##AT## Transfer'
     """
     return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", text)
 
@@ -119,7 +119,7 @@ def paper_bleu(hypotheses, references, language="de"):
         `(score, note)`: the BLEU score (0-100) and how it was computed.
 
     Example:
-    >>> paper_bleu(["Das ist ein Test-Satz ."], ["Das ist ein Test-Satz ."])[0]
+    >>> round(paper_bleu(["Das ist ein Test-Satz ."], ["Das ist ein Test-Satz ."])[0], 2)
     100.0
     """
     hypotheses, references = _check_pairs(hypotheses, references)
@@ -132,6 +132,33 @@ def paper_bleu(hypotheses, references, language="de"):
     score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
         [prepare(h) for h in hypotheses], [[prepare(r) for r in rs] for rs in references])
     return score.score, f"{PAPER_BLEU_NOTE}; {tokenizer_name}"
+
+
+def moses_lowercase_bleu(hypotheses, references, language="de"):
+    """Word-level BLEU on lower-cased, Moses-tokenized text: `multi-bleu.perl` on data
+    prepared as the Multi30k literature prepares it (Wu et al. 2021 and most multimodal MT
+    papers), so that a detokenized, cased system output can be compared with their figures.
+
+    Both sides are lower-cased and tokenized with sacremoses, then scored by sacreBLEU with
+    `tokenize="none"`. Not comparable with sacreBLEU's default (13a, cased) figure.
+
+    Returns:
+        `(score, command)`: the BLEU score (0-100) and how it was computed.
+
+    Example:
+    >>> round(moses_lowercase_bleu(["Ein Hund läuft."], ["ein hund läuft ."])[0], 2)
+    100.0
+    """
+    hypotheses, references = _check_pairs(hypotheses, references)
+    tokenize, tokenizer_name = _moses_tokenizer(language)
+
+    def prepare(text):
+        return tokenize(text.strip().lower())
+
+    score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
+        [prepare(h) for h in hypotheses], [[prepare(r) for r in rs] for rs in references])
+    return score.score, (f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
+                         "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU")
 
 
 def evaluate(hypotheses, references, *, target_language=None, lowercase=False,

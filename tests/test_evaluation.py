@@ -65,3 +65,23 @@ def test_bad_input():
     with pytest.raises(TypeError, match=r"hypotheses\[1\] is NoneType"):
         evaluate(["a", None], ["a", "b"])
     assert isinstance(evaluate([""], [""]), EvaluationReport)
+
+
+def test_moses_lowercase_bleu_scores_lower_cased_moses_tokens():
+    pytest.importorskip("sacremoses")
+    from keras_transformer.evaluation import moses_lowercase_bleu
+
+    hypotheses = ["Ein Mann fährt Fahrrad, nicht wahr?", "Zwei Hunde spielen im Schnee."]
+    references = ["ein Mann fährt ein Fahrrad, oder?", "Zwei hunde spielen im Schnee ."]
+    # The same text tokenized by hand as Moses does (punctuation split off), lower-cased.
+    tokenized_hypotheses = ["ein mann fährt fahrrad , nicht wahr ?",
+                            "zwei hunde spielen im schnee ."]
+    tokenized_references = ["ein mann fährt ein fahrrad , oder ?",
+                            "zwei hunde spielen im schnee ."]
+    expected = sacrebleu.corpus_bleu(tokenized_hypotheses, [tokenized_references],
+                                     tokenize="none").score
+    score, how = moses_lowercase_bleu(hypotheses, references, language="de")
+    assert score == pytest.approx(expected, abs=1e-9)
+    assert "lower-cased" in how and "not comparable" in how
+    # Case and attached punctuation no longer matter: cased 13a BLEU differs.
+    assert sacrebleu.corpus_bleu(hypotheses, [references]).score != pytest.approx(score)
