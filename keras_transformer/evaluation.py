@@ -107,6 +107,17 @@ def _moses_tokenizer(language):
             f"Moses tokenizer ({language}, sacremoses)")
 
 
+def _tokenized_bleu(hypotheses, references, language, prepare):
+    """BLEU of text that `prepare(moses_tokenize, text)` tokenizes: sacreBLEU adds no
+    tokenization of its own, as multi-bleu.perl. Returns `(score, tokenizer name)`."""
+    hypotheses, references = _check_pairs(hypotheses, references)
+    tokenize, tokenizer_name = _moses_tokenizer(language)
+    score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
+        [prepare(tokenize, h) for h in hypotheses],
+        [[prepare(tokenize, r) for r in rs] for rs in references])
+    return score.score, tokenizer_name
+
+
 def paper_bleu(hypotheses, references, language="de"):
     """BLEU as tensor2tensor's get_ende_bleu.sh computes it (see the module docstring).
 
@@ -122,16 +133,10 @@ def paper_bleu(hypotheses, references, language="de"):
     >>> round(paper_bleu(["Das ist ein Test-Satz ."], ["Das ist ein Test-Satz ."])[0], 2)
     100.0
     """
-    hypotheses, references = _check_pairs(hypotheses, references)
-    tokenize, tokenizer_name = _moses_tokenizer(language)
-
-    def prepare(text):
-        return split_compounds(tokenize(text.strip()))
-
-    # The text is already tokenized: no further tokenization, as multi-bleu.perl.
-    score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
-        [prepare(h) for h in hypotheses], [[prepare(r) for r in rs] for rs in references])
-    return score.score, f"{PAPER_BLEU_NOTE}; {tokenizer_name}"
+    score, tokenizer_name = _tokenized_bleu(
+        hypotheses, references, language, lambda tokenize, text: split_compounds(
+            tokenize(text.strip())))
+    return score, f"{PAPER_BLEU_NOTE}; {tokenizer_name}"
 
 
 def moses_lowercase_bleu(hypotheses, references, language="de"):
@@ -149,15 +154,10 @@ def moses_lowercase_bleu(hypotheses, references, language="de"):
     >>> round(moses_lowercase_bleu(["Ein Hund läuft."], ["ein hund läuft ."])[0], 2)
     100.0
     """
-    hypotheses, references = _check_pairs(hypotheses, references)
-    tokenize, tokenizer_name = _moses_tokenizer(language)
-
-    def prepare(text):
-        return tokenize(text.strip().lower())
-
-    score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
-        [prepare(h) for h in hypotheses], [[prepare(r) for r in rs] for rs in references])
-    return score.score, (f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
+    score, tokenizer_name = _tokenized_bleu(
+        hypotheses, references, language,
+        lambda tokenize, text: tokenize(text.strip().lower()))
+    return score, (f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
                          "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU")
 
 

@@ -22,9 +22,20 @@ def test_cached_steps_match_full_recomputation(norm_position):
     target_inputs = np.concatenate(
         [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1).astype("int32")
 
-    expected = full_log_probs(model, source_ids, target_inputs)
-    static, dynamic = decoder.initial_state(ops.convert_to_tensor(source_ids), 10)
+    _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, 10)
+
+
+def _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, cache_length,
+                                           growth=None):
+    """Steps the decoder through `target_inputs` (lengthening its caches before the steps
+    in `growth`, `{step: new length}`) and compares each step with the full forward pass."""
+    expected = full_log_probs(decoder.model, source_ids, target_inputs)
+    static, dynamic = decoder.initial_state(ops.convert_to_tensor(source_ids), cache_length)
     for step in range(target_inputs.shape[1]):
+        if growth and step in growth:
+            dynamic = decoder.grow_state(dynamic, growth[step])
+            keys = ops.convert_to_numpy(dynamic[0][0])
+            assert keys.shape[2] == growth[step] and not keys[:, :, step:].any()
         log_probs, dynamic = decoder.step(
             ops.convert_to_tensor(target_inputs[:, step:step + 1]), static, dynamic, step)
         log_probs = np.asarray(ops.convert_to_numpy(log_probs), np.float64)
@@ -67,20 +78,9 @@ def test_grown_caches_give_the_logits_of_full_recomputation():
     source_ids = np.array([[5, 6, 7, EOS], [9, EOS, 0, 0]], "int32")
     target_inputs = np.concatenate(
         [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1).astype("int32")
-    expected = full_log_probs(model, source_ids, target_inputs)
-    static, dynamic = decoder.initial_state(ops.convert_to_tensor(source_ids), 3)
-    growth = {3: 5, 5: 9}  # before step 3, lengthen the caches to 5 slots; before 5, to 9
-    for step in range(target_inputs.shape[1]):
-        if step in growth:
-            dynamic = decoder.grow_state(dynamic, growth[step])
-            keys = ops.convert_to_numpy(dynamic[0][0])
-            assert keys.shape[2] == growth[step] and not keys[:, :, step:].any()
-        log_probs, dynamic = decoder.step(
-            ops.convert_to_tensor(target_inputs[:, step:step + 1]), static, dynamic, step)
-        log_probs = np.asarray(ops.convert_to_numpy(log_probs), np.float64)
-        real = np.isfinite(expected[:, step])
-        np.testing.assert_allclose(log_probs[real], expected[:, step][real], atol=1e-5,
-                                   err_msg=f"step {step}")
+    # Before step 3, lengthen the caches to 5 slots; before step 5, to 9.
+    _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, 3,
+                                           growth={3: 5, 5: 9})
 
 
 class _FixedCacheDecoder:
