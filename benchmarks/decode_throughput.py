@@ -294,7 +294,10 @@ def trained_model_throughput(args, peers):
     if "ct2" in peers:
         ct2_translator, tokens = ctranslate2_model(translator.model,
                                                    tempfile.mkdtemp(prefix="ct2-trained-"))
-        pieces = [[tokens[i] for i in vocabulary.encode(line)] + ["</s>"] for line in lines]
+        # Cut as the Translator cuts sources longer than the model's maximum.
+        keep = translator.model.config.max_length - 1
+        pieces = [[tokens[i] for i in vocabulary.encode(line)[:keep]] + ["</s>"]
+                  for line in lines]
         longest = max(len(p) for p in pieces)
 
         def run():
@@ -369,7 +372,7 @@ def main(argv=None):
     header = f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} " \
              f"{'x ct2':>6} {'warmup s':>8}"
     print(header)
-    for name in args.configs.split(","):
+    for name in filter(None, args.configs.split(",")):
         model = build(name, args.vocab_size)
         sources = random_sources(args.batch_size, args.source_length, args.vocab_size)
         ct2 = None

@@ -70,6 +70,8 @@ def main(argv=None):
                         help="optimizer updates (default: 8000)")
     parser.add_argument("--test-set", default="test_2016_flickr",
                         help="the split scored at the end (default: test_2016_flickr)")
+    parser.add_argument("--test-lines", type=int, default=None,
+                        help="score only the first N test lines (a smoke test; default: all)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         dest="overrides", help="override a TrainingConfig key (repeatable)")
     args = parser.parse_args(argv)
@@ -87,7 +89,8 @@ def main(argv=None):
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         result = train(config)
         print(result.summary())
-        figures = evaluate_test_set(config.output_dir, data_dir, args.target, args.test_set)
+        figures = evaluate_test_set(config.output_dir, data_dir, args.target, args.test_set,
+                                    args.test_lines)
     except UserInputError as error:
         print(f"multi30k: error: {error}", file=sys.stderr)
         return 2
@@ -101,15 +104,16 @@ def _read_lines(path):
         return [line.rstrip("\n") for line in file]
 
 
-def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_flickr"):
+def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_flickr",
+                      lines=None):
     """Translates the test set with the averaged model (beam 4, alpha 0.6, section 6.1) and
     scores it: sacreBLEU (cased, with its signature), chrF, and the word-level BLEU on
     lower-cased Moses-tokenized text that the Multi30k papers report."""
     from keras_transformer import Translator
     from keras_transformer.evaluation import moses_lowercase_bleu, translate_and_evaluate
 
-    sources = _read_lines(os.path.join(data_dir, f"{test_set}.en.gz"))
-    references = _read_lines(os.path.join(data_dir, f"{test_set}.{target}.gz"))
+    sources = _read_lines(os.path.join(data_dir, f"{test_set}.en.gz"))[:lines]
+    references = _read_lines(os.path.join(data_dir, f"{test_set}.{target}.gz"))[:lines]
     translator = Translator.load(output_dir, beam_size=4, alpha=0.6, max_extra_length=50)
     hypotheses, report, seconds = translate_and_evaluate(
         translator, sources, references, target_language=target)

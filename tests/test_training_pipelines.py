@@ -30,7 +30,7 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
     multi30k = data_dir / "multi30k"
     output_dir = tmp_path / "multi30k"
     command = [PYTHON, "pipelines/multi30k.py", "--data-dir", str(multi30k),
-               "--output-dir", str(output_dir), "--train-steps", "6"]
+               "--output-dir", str(output_dir), "--train-steps", "6", "--test-lines", "3"]
     for override in TINY:
         command += ["--set", override]
     completed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
@@ -38,6 +38,13 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
     assert completed.returncode == 0, completed.stderr[-6000:]
     assert f"trained to step 6 in {output_dir}" in completed.stdout
     assert "averaged model:" in completed.stdout
+    # Then it scores the test set (3 lines here) with the averaged model.
+    figures = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert figures["pipeline"] == "multi30k" and figures["sentences"] == 3
+    assert "nrefs:1|case:mixed" in figures["bleu_signature"]
+    assert 0 <= figures["moses_lowercase_bleu"] <= 100
+    hypotheses = (output_dir / "test_2016_flickr.de.hyp").read_text(encoding="utf-8")
+    assert len(hypotheses.splitlines()) == 3
 
     run = OutputDir(output_dir)
     for path in (run.model_config, run.vocabulary, run.training_config, run.final_model,
