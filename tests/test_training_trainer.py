@@ -107,13 +107,25 @@ def test_another_model_never_overwrites_a_run(finished):
         assert json.load(file)["d_model"] == 32
 
 
-def test_precision_and_xla_settings(corpus, tmp_path):
+def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
+    from keras_transformer import data
+
+    pipelines = []
+
+    class RecordingPipeline(data.TranslationPipeline):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            pipelines.append(self)
+
+    monkeypatch.setattr(data, "TranslationPipeline", RecordingPipeline)
     config = tiny_config(tmp_path / "bf16", corpus, precision="mixed_bfloat16", xla=True,
-                         data={"dev": None},
+                         data={"dev": None, "pad_to_bucket_boundary": True},
                          schedule={"train_steps": 2, "tokens_per_update": 100},
                          checkpoints={"every_steps": None, "average_last": 0})
     result = train(config)
     assert result.step == 2 and np.isfinite(result.history["loss"]).all()
+    # XLA's companion setting reaches the training data pipeline.
+    assert [pipeline.pad_to_bucket_boundary for pipeline in pipelines] == [True]
     assert result.model.encoder.dtype_policy.name == "mixed_bfloat16"
     assert result.averaged_model is None
 
