@@ -148,7 +148,7 @@ def moses_lowercase_bleu(hypotheses, references, language="de"):
     `tokenize="none"`. Not comparable with sacreBLEU's default (13a, cased) figure.
 
     Returns:
-        `(score, command)`: the BLEU score (0-100) and how it was computed.
+        `(score, note)`: the BLEU score (0-100) and how it was computed.
 
     Example:
     >>> round(moses_lowercase_bleu(["Ein Hund läuft."], ["ein hund läuft ."])[0], 2)
@@ -158,7 +158,7 @@ def moses_lowercase_bleu(hypotheses, references, language="de"):
         hypotheses, references, language,
         lambda tokenize, text: tokenize(text.strip().lower()))
     return score, (f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
-                         "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU")
+                   "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU")
 
 
 def evaluate(hypotheses, references, *, target_language=None, lowercase=False,

@@ -13,9 +13,9 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
     The loop is `keras.ops.while_loop`s over fixed-shape state (`decoding_loop`), so it runs
-    on every backend and compiles whole (XLA, `jax.jit`). It stops when every sentence has emitted eos or
-    reached its length cap (source length + `max_extra_length`, at most the model's
-    `max_length`).
+    on every backend and compiles whole (XLA, `jax.jit`). It stops when every sentence has
+    emitted eos or reached its length cap (source length + `max_extra_length`, at most the
+    model's `max_length`).
 
     Args:
         model: a `Transformer` or a decoder (see `incremental.py`).
