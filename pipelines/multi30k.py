@@ -29,11 +29,15 @@ from keras_transformer.training import TrainingConfig, train  # noqa: E402
 from keras_transformer.training.config import apply_overrides  # noqa: E402
 
 
-def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_steps=8000):
-    """The recipe as a `TrainingConfig` dict (edit it, or save it as YAML for the CLI)."""
+def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_steps=8000,
+                    extension=".gz"):
+    """The recipe as a `TrainingConfig` dict (edit it, or save it as YAML for the CLI).
+
+    `data_dir` holds `{train,val}.{en,TARGET}EXTENSION`: the Multi30k folder itself, or the
+    folder `prepare_corpus` writes."""
     def files(split):
-        return {"source": os.path.join(data_dir, f"{split}.en.gz"),
-                "target": os.path.join(data_dir, f"{split}.{target}.gz")}
+        return {"source": os.path.join(data_dir, f"{split}.en{extension}"),
+                "target": os.path.join(data_dir, f"{split}.{target}{extension}")}
 
     return {
         "output_dir": output_dir,
@@ -57,6 +61,71 @@ def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_ste
     }
 
 
+class Preprocessing:
+    """Wu et al.'s text preparation: lower-case and/or Moses-tokenize (sacremoses, no
+    escaping) before BPE; `postprocess` turns model output back into plain text.
+
+    Training on lower-cased text spends none of a tiny model's capacity on case, and the
+    Multi30k papers score lower-cased text anyway; the price is lower-cased output.
+    """
+
+    def __init__(self, lowercase, moses, language):
+        self.lowercase, self.moses, self.language = lowercase, moses, language
+        if moses:
+            from sacremoses import MosesDetokenizer, MosesTokenizer
+
+            self._tokenizers = {}
+            self._tokenizer_class = MosesTokenizer
+            self._detokenizer = MosesDetokenizer(lang=language)
+
+    @property
+    def name(self):
+        steps = (["lowercase"] if self.lowercase else []) + (["moses"] if self.moses else [])
+        return "+".join(steps) or "none"
+
+    def __call__(self, text, language):
+        if self.lowercase:
+            text = text.lower()
+        if self.moses:
+            if language not in self._tokenizers:
+                self._tokenizers[language] = self._tokenizer_class(lang=language)
+            text = self._tokenizers[language].tokenize(text, return_str=True, escape=False)
+        return text
+
+    def postprocess(self, text):
+        if self.moses:
+            return self._detokenizer.detokenize(text.split(), unescape=False)
+        return text
+
+
+def prepare_corpus(data_dir, output_dir, target, preprocessing):
+    """Writes the preprocessed train and val splits to `OUTPUT/data/` (once: a re-run reuses
+    them) and returns that folder. A run folder prepared differently is refused, so a resumed
+    run never mixes two preparations."""
+    from keras_transformer.training.output_dir import atomic_write
+
+    folder = os.path.join(output_dir, "data")
+    stamp = os.path.join(folder, "PREPROCESSING")
+    if os.path.exists(stamp):
+        with open(stamp) as file:
+            done = file.read().strip()
+        if done != preprocessing.name:
+            raise UserInputError(
+                f"{output_dir} was prepared with preprocessing {done!r}, not "
+                f"{preprocessing.name!r}; give another --output-dir, or the options it was "
+                "trained with")
+        return folder
+    os.makedirs(folder, exist_ok=True)
+    for split in ("train", "val"):
+        for language in ("en", target):
+            lines = _read_lines(os.path.join(data_dir, f"{split}.{language}.gz"))
+            with atomic_write(os.path.join(folder, f"{split}.{language}.txt")) as file:
+                file.writelines(preprocessing(line, language) + "\n" for line in lines)
+    with atomic_write(stamp) as file:
+        file.write(preprocessing.name + "\n")
+    return folder
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
@@ -71,6 +140,11 @@ def main(argv=None):
                         help="the split scored at the end (default: test_2016_flickr)")
     parser.add_argument("--test-lines", type=int, default=None,
                         help="score only the first N test lines (a smoke test; default: all)")
+    parser.add_argument("--cased", action="store_true",
+                        help="train on cased text and translate into cased text (default: "
+                             "lower-cased, as Wu et al.)")
+    parser.add_argument("--no-moses", action="store_true",
+                        help="give raw text to BPE instead of Moses-tokenized text")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         dest="overrides", help="override a TrainingConfig key (repeatable)")
     args = parser.parse_args(argv)
@@ -83,13 +157,21 @@ def main(argv=None):
             return 2
         data_dir = os.path.join(os.environ["KT_DATA_DIR"], "multi30k")
     output_dir = args.output_dir or f"runs/multi30k_en_{args.target}"
-    values = multi30k_config(data_dir, args.target, output_dir, args.train_steps)
+    preprocessing = Preprocessing(lowercase=not args.cased, moses=not args.no_moses,
+                                  language=args.target)
     try:
+        if preprocessing.name == "none":
+            train_dir, extension = data_dir, ".gz"
+        else:
+            train_dir, extension = prepare_corpus(data_dir, output_dir, args.target,
+                                                  preprocessing), ".txt"
+        values = multi30k_config(train_dir, args.target, output_dir, args.train_steps,
+                                 extension)
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         result = train(config)
         print(result.summary())
         figures = evaluate_test_set(config.output_dir, data_dir, args.target, args.test_set,
-                                    args.test_lines)
+                                    args.test_lines, preprocessing)
     except UserInputError as error:
         print(f"multi30k: error: {error}", file=sys.stderr)
         return 2
@@ -104,19 +186,27 @@ def _read_lines(path):
 
 
 def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_flickr",
-                      lines=None):
+                      lines=None, preprocessing=None):
     """Translates the test set with the averaged model (beam 4, alpha 0.6, section 6.1) and
-    scores it: sacreBLEU (cased, with its signature), chrF, and the word-level BLEU on
-    lower-cased Moses-tokenized text that the Multi30k papers report."""
+    scores it: sacreBLEU (with its signature; case-insensitive when the model was trained
+    lower-cased), chrF, and the word-level BLEU on lower-cased Moses-tokenized text that the
+    Multi30k papers report."""
+    import time
+
     from keras_transformer import Translator
-    from keras_transformer.evaluation import moses_lowercase_bleu, translate_and_evaluate
+    from keras_transformer.evaluation import evaluate, moses_lowercase_bleu
     from keras_transformer.training.output_dir import atomic_write
 
+    preprocessing = preprocessing or Preprocessing(False, False, target)
     sources = _read_lines(os.path.join(data_dir, f"{test_set}.en.gz"))[:lines]
     references = _read_lines(os.path.join(data_dir, f"{test_set}.{target}.gz"))[:lines]
     translator = Translator.load(output_dir, beam_size=4, alpha=0.6, max_extra_length=50)
-    hypotheses, report, seconds = translate_and_evaluate(
-        translator, sources, references, target_language=target)
+    start = time.perf_counter()
+    hypotheses = translator.translate([preprocessing(line, "en") for line in sources])
+    seconds = time.perf_counter() - start
+    hypotheses = [preprocessing.postprocess(line) for line in hypotheses]
+    report = evaluate(hypotheses, references, target_language=target,
+                      lowercase=preprocessing.lowercase)
     output = os.path.join(output_dir, f"{test_set}.{target}.hyp")
     with atomic_write(output) as file:  # a re-run never leaves a half-written file
         file.write("\n".join(hypotheses) + "\n")
@@ -129,7 +219,8 @@ def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_fli
     return {"pipeline": "multi30k", "test_set": test_set, "target": target,
             "bleu": round(report.bleu, 2), "bleu_signature": report.bleu_signature,
             "chrf": round(report.chrf, 2), "moses_lowercase_bleu": round(comparable, 2),
-            "translate_seconds": round(seconds, 1), "sentences": len(sources)}
+            "translate_seconds": round(seconds, 1), "sentences": len(sources),
+            "preprocessing": preprocessing.name}
 
 
 if __name__ == "__main__":
