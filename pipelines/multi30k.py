@@ -1,20 +1,24 @@
 """Multi30k EN-DE (or EN-FR): a small real translation task that trains on a CPU.
 
-Trains a shared 8000-piece BPE vocabulary and Wu et al.'s (2021) "Transformer-tiny" (N 4,
-d_model 128, d_ff 256, h 4, dropout 0.3) on the 29000 Multi30k training pairs for 8000 updates
-of 4096 tokens, with dev loss and perplexity on `val`; averages the last 10 checkpoints; then
-translates test_2016_flickr with beam 4, alpha 0.6 and prints sacreBLEU (cased, with its
-signature), chrF, and the lower-cased Moses-tokenized word BLEU that the Multi30k papers
-report (41.02 for Wu et al.'s model), ending with one JSON line. Data:
-`$KT_DATA_DIR/multi30k` (../shared/data/multi30k) or `--data-dir`. Running the same command
-again resumes from the newest checkpoint (or, when training is done, only re-scores).
+Prepares the text as Wu et al. (2021) do (lower-cased, Moses-tokenized; `--cased` and
+`--no-moses` turn either off), trains a shared 8000-piece BPE vocabulary and their
+"Transformer-tiny" (N 4, d_model 128, d_ff 256, h 4, dropout 0.3) on the 29000 Multi30k
+training pairs for 8000 updates of 4096 tokens, with dev loss and perplexity on `val`;
+averages the last 10 checkpoints; then translates test_2016_flickr with beam 4, alpha 0.6,
+detokenizes, and prints sacreBLEU (with its signature: case-insensitive for a lower-cased
+model), chrF, and the lower-cased Moses-tokenized word BLEU that the Multi30k papers report
+(41.02 for Wu et al.'s model), ending with one JSON line. Data: `$KT_DATA_DIR/multi30k`
+(../shared/data/multi30k) or `--data-dir`. Running the same command again resumes from the
+newest checkpoint (or, when training is done, only re-scores).
 
     python pipelines/multi30k.py [--data-dir DIR] [--target de|fr] [--output-dir DIR]
-                                 [--train-steps N] [--test-set SPLIT] [--set KEY=VALUE ...]
+                                 [--train-steps N] [--test-set SPLIT] [--cased] [--no-moses]
+                                 [--set KEY=VALUE ...]
 
 `--set` overrides any `TrainingConfig` key (dotted), e.g. `--set model.num_layers=6`.
 
-Cost on a 2-core CPU: about 0.7 s per update, 95 minutes in all (benchmarks/README.md).
+Cost on a 2-core CPU: about 0.7-0.8 s per update, 95-110 minutes in all
+(benchmarks/README.md).
 """
 
 import argparse

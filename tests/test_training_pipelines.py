@@ -38,19 +38,37 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
     assert completed.returncode == 0, completed.stderr[-6000:]
     assert f"trained to step 6 in {output_dir}" in completed.stdout
     assert "averaged model:" in completed.stdout
-    # Then it scores the test set (3 lines here) with the averaged model.
+    # Then it scores the test set (3 lines here) with the averaged model; trained on
+    # lower-cased text by default (Wu et al.), so sacreBLEU is case-insensitive.
     figures = json.loads(completed.stdout.strip().splitlines()[-1])
     assert figures["pipeline"] == "multi30k" and figures["sentences"] == 3
-    assert "nrefs:1|case:mixed" in figures["bleu_signature"]
+    assert figures["preprocessing"] == "lowercase+moses"
+    assert "nrefs:1|case:lc" in figures["bleu_signature"]
     assert 0 <= figures["moses_lowercase_bleu"] <= 100
     hypotheses = (output_dir / "test_2016_flickr.de.hyp").read_text(encoding="utf-8")
-    assert len(hypotheses.splitlines()) == 3
+    assert len(hypotheses.splitlines()) == 3 and hypotheses == hypotheses.lower()
+
+    # The model trained on the prepared text: lower-cased, Moses-tokenized, line for line.
+    from sacremoses import MosesTokenizer
+
+    from keras_transformer.data.corpora import read_lines
+
+    raw = [line.decode() for line in read_lines(str(multi30k / "train.de.gz"))]
+    prepared = (output_dir / "data" / "train.de.txt").read_text(encoding="utf-8").splitlines()
+    assert len(prepared) == len(raw) == 29000
+    tokenizer = MosesTokenizer(lang="de")
+    for index in (0, 1, 28999):
+        assert prepared[index] == tokenizer.tokenize(raw[index].lower(), return_str=True,
+                                                     escape=False)
+    assert prepared[0] == "zwei junge weiße männer sind im freien in der nähe vieler büsche ."
 
     run = OutputDir(output_dir)
     for path in (run.model_config, run.vocabulary, run.training_config, run.final_model,
                  run.averaged_model, run.history):
         assert (output_dir / path).exists(), path
     assert run.translation_model == run.averaged_model
+    import keras_transformer.model  # noqa: F401  (registers the classes load_model needs)
+
     model = keras.saving.load_model(run.translation_model)
     with open(run.model_config) as file:
         assert json.load(file)["vocab_size"] == model.config.vocab_size >= 1000
@@ -58,12 +76,32 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
         history = json.load(file)
     assert history[-1]["step"] == 6
     assert np.isfinite(history[-1]["val_perplexity"]) and history[-1]["val_perplexity"] > 1
-    # Real Multi30k German comes out of the vocabulary the run trained.
+    # Real Multi30k German, prepared as the training text was, comes out of the vocabulary.
     from keras_transformer.data import SubwordVocabulary
 
     vocabulary = SubwordVocabulary.from_file(run.vocabulary)
-    assert vocabulary.decode(vocabulary.encode("Ein Mann fährt Fahrrad.")) == (
-        "Ein Mann fährt Fahrrad.")
+    assert vocabulary.decode(vocabulary.encode("ein mann fährt fahrrad .")) == (
+        "ein mann fährt fahrrad .")
+
+    # Resuming the run with another preparation is refused before anything is overwritten.
+    before = (output_dir / "data" / "train.de.txt").stat().st_mtime_ns
+    completed = subprocess.run(command + ["--cased"], cwd=REPO, env=subprocess_env(),
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2
+    assert "prepared with preprocessing 'lowercase+moses', not 'moses'" in completed.stderr
+    assert (output_dir / "data" / "train.de.txt").stat().st_mtime_ns == before
+
+
+def test_multi30k_preprocessing_round_trip():
+    multi30k = _load("multi30k")
+    wu = multi30k.Preprocessing(lowercase=True, moses=True, language="de")
+    prepared = wu('Ein Mann, der "Hallo" sagt.', "de")
+    assert prepared == 'ein mann , der " hallo " sagt .'
+    # Model output is Moses-tokenized text; the pipeline hands out detokenized text.
+    assert wu.postprocess(prepared) == 'ein mann, der "hallo" sagt.'
+    cased = multi30k.Preprocessing(lowercase=False, moses=False, language="de")
+    assert cased.name == "none" and cased("Ein Mann.", "de") == "Ein Mann."
+    assert cased.postprocess("Ein Mann.") == "Ein Mann."
 
 
 def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
