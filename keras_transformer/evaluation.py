@@ -170,7 +170,8 @@ def evaluate(hypotheses, references, *, target_language=None, lowercase=False,
         references: a list of reference strings, or a list of such lists (several references).
         target_language: ISO code of the target (e.g. "de"); lets sacreBLEU choose its
             tokenizer (zh, ja, ko) and the Moses tokenizer of `paper_bleu` its rules.
-        lowercase: case-insensitive BLEU (reported in the signature).
+        lowercase: case-insensitive BLEU and chrF (reported in their signatures): for a
+            model trained on lower-cased text, whose output has no case to compare.
         with_paper_bleu: also compute `paper_bleu` (not comparable with sacreBLEU).
 
     Returns:
@@ -184,7 +185,7 @@ def evaluate(hypotheses, references, *, target_language=None, lowercase=False,
     hypotheses, references = _check_pairs(hypotheses, references)
     bleu_metric = sacrebleu.metrics.BLEU(lowercase=lowercase, trg_lang=target_language or "")
     bleu = bleu_metric.corpus_score(hypotheses, references)
-    chrf_metric = sacrebleu.metrics.CHRF()
+    chrf_metric = sacrebleu.metrics.CHRF(lowercase=lowercase)
     chrf = chrf_metric.corpus_score(hypotheses, references)
     report = EvaluationReport(
         bleu=bleu.score, bleu_signature=str(bleu_metric.get_signature()),

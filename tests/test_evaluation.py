@@ -36,6 +36,17 @@ def test_several_references_and_lowercase():
     assert "nrefs:2|case:lc" in report.bleu_signature
 
 
+def test_lowercase_also_makes_chrf_case_insensitive():
+    # A lower-cased model's output against cased references: chrF must not count case.
+    lowered = [h.lower() for h in HYPOTHESES]
+    report = evaluate(lowered, REFERENCES, lowercase=True)
+    assert report.chrf == pytest.approx(evaluate(HYPOTHESES, REFERENCES, lowercase=True).chrf)
+    expected = sacrebleu.metrics.CHRF(lowercase=True).corpus_score(lowered, [REFERENCES])
+    assert report.chrf == pytest.approx(expected.score, abs=1e-9)
+    assert report.chrf > evaluate(lowered, REFERENCES).chrf
+    assert "case:lc" in report.chrf_signature
+
+
 def test_split_compounds_follows_the_perl_substitution():
     # perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g': non-overlapping, left to right.
     assert split_compounds("Know-how") == "Know ##AT##-##AT## how"
