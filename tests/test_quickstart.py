@@ -27,3 +27,24 @@ def test_short_quickstart_produces_every_output(tmp_path):
     # The SavedModel answered through its signature in a fresh process: one line per sample.
     served = [line for line in result.stdout.splitlines() if " -> " in line]
     assert len(served) == 6
+
+
+def test_demo_expectations_are_the_corpus_renderings():
+    """The quickstart marks a demo translation that differs from its expected German; those
+    expectations must be what the corpus generator itself renders for the same English."""
+    import importlib.util
+
+    from keras_transformer.data.number_expressions import number_expressions_corpus
+
+    spec = importlib.util.spec_from_file_location("quickstart",
+                                                  ROOT / "pipelines" / "quickstart.py")
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    generated = {}
+    for seed in range(4):
+        for split in number_expressions_corpus(seed=seed).values():
+            generated.update(split)
+    found = [english for english, _ in quickstart.SAMPLES if english in generated]
+    assert len(found) >= 4, found  # most samples occur in some corpus: the check has teeth
+    for english, expected in quickstart.SAMPLES:
+        assert generated.get(english, expected) == expected, english
