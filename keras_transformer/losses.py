@@ -6,11 +6,20 @@ from keras import ops
 from keras.src.losses.loss import scale_loss_for_distribution  # a no-op off tf.distribute
 
 
-def _token_log_probs(y_true, y_pred):
-    log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-    labels = ops.cast(y_true, "int32")
-    true_log_prob = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
-    return log_probs, true_log_prob
+def _smoothed_nll(y_true, y_pred, label_smoothing):
+    """Per-token cross-entropy against (1 - eps) one-hot + eps / V uniform.
+
+    -sum_v q_v log p_v = logsumexp(z) - sum_v q_v z_v, as sum_v q_v = 1: log-softmax is
+    never materialized and the label's logit is picked with a one-hot product, not
+    `take_along_axis`, whose TensorFlow gather and gradient scatter over [tokens, V] made
+    the loss 3x the cost of the output projection (benchmarks/README.md, training throughput).
+    """
+    logits = ops.cast(y_pred, "float32")
+    vocab_size = ops.shape(logits)[-1]
+    target = ops.one_hot(ops.cast(y_true, "int32"), vocab_size, dtype="float32")
+    if label_smoothing:
+        target = (1.0 - label_smoothing) * target + label_smoothing / vocab_size
+    return ops.logsumexp(logits, axis=-1) - ops.sum(logits * target, axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -48,9 +57,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return scale_loss_for_distribution(loss)
 
     def call(self, y_true, y_pred):
-        log_probs, true_log_prob = _token_log_probs(y_true, y_pred)
-        eps = self.label_smoothing
-        per_token = -(1.0 - eps) * true_log_prob - eps * ops.mean(log_probs, axis=-1)
+        per_token = _smoothed_nll(y_true, y_pred, self.label_smoothing)
         weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
 
@@ -96,8 +103,7 @@ class Perplexity(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        _, true_log_prob = _token_log_probs(y_true, y_pred)
-        self.nll.assign_add(-ops.sum(true_log_prob * weights))
+        self.nll.assign_add(ops.sum(_smoothed_nll(y_true, y_pred, 0.0) * weights))
         self.total.assign_add(ops.sum(weights))
 
     def result(self):
