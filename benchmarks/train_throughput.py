@@ -5,7 +5,8 @@ target tokens, no padding, vocabulary V), times full training steps (forward, la
 loss, backward, Adam update) of:
 
 - ours: `keras_transformer.training.TrainingModel` (the token-exact train step of `train()`)
-  with `model.fit`, without and with XLA (`jit_compile`);
+  with `model.fit`, without and with XLA (`jit_compile`), in each `--precision` (float32, and
+  `mixed_bfloat16` as `precision: mixed_bfloat16` trains: bfloat16 compute, float32 weights);
 - keras-hub: `TokenAndPositionEmbedding` + `TransformerEncoder`/`TransformerDecoder` stacks +
   a Dense softmax layer, compiled with Adam and sparse cross-entropy (what a Keras user builds
   today; Keras resolves its `jit_compile="auto"` to XLA on TensorFlow);
@@ -13,7 +14,7 @@ loss, backward, Adam update) of:
   `CrossEntropyLoss(label_smoothing=0.1)`, eager.
 
 MFU = model FLOPs per second / the machine's measured matmul peak (best of TensorFlow's and
-PyTorch's float32 matmul rate on large square matrices). Model FLOPs = 3 x the forward matmul
+PyTorch's float32 matmul rate on large square matrices; bfloat16 rows too are divided by it). Model FLOPs = 3 x the forward matmul
 and attention FLOPs of the encoder-decoder at these dims (the same formula for all three).
 
 Each timing is the best of `--repeats` windows of `--steps` steps after a warm-up (compilation)
@@ -22,7 +23,7 @@ and last one JSON line with the headline figures.
 
 Usage:
     python benchmarks/train_throughput.py [--configs tiny small base] [--batch 32]
-        [--length 32] [--steps 5] [--repeats 3]
+        [--length 32] [--steps 5] [--repeats 3] [--precision float32 mixed_bfloat16]
 """
 
 import argparse
@@ -61,6 +62,9 @@ def parse_args():
     parser.add_argument("--peers", nargs="+", default=["keras_hub", "torch"],
                         choices=["keras_hub", "torch"])
     parser.add_argument("--no-xla", action="store_true", help="skip ours with XLA")
+    parser.add_argument("--precision", nargs="+", default=["float32"],
+                        choices=["float32", "mixed_bfloat16"],
+                        help="numerics of ours (default: float32; peers are float32)")
     return parser.parse_args()
 
 
@@ -147,7 +151,7 @@ def time_keras(model, dataset, steps, repeats):
     return min(windows)
 
 
-def ours(dims, vocab_size, data, steps, repeats, xla):
+def ours(dims, vocab_size, data, steps, repeats, xla, precision="float32"):
     import keras
 
     from keras_transformer import TransformerConfig, build_model, build_optimizer
@@ -157,7 +161,8 @@ def ours(dims, vocab_size, data, steps, repeats, xla):
     keras.utils.set_random_seed(0)
     config = TransformerConfig(vocab_size=vocab_size, num_layers=num_layers, d_model=d_model,
                                d_ff=d_ff, num_heads=heads, max_length=256)
-    model = TrainingModel(build_model(config))
+    model = TrainingModel(build_model(config,
+                                      dtype=None if precision == "float32" else precision))
     optimizer = build_optimizer(d_model)
     model.compile(optimizer=optimizer, jit_compile=xla)
     optimizer.build(model.transformer.trainable_variables)
@@ -265,12 +270,12 @@ def main():
         flops = training_flops(dims[0], dims[1], dims[2], args.vocab_size, args.batch,
                                args.length)
         runs = []
-        seconds, params = ours(dims, args.vocab_size, data, args.steps, args.repeats, xla=False)
-        runs.append(("ours", seconds, params, "no"))
-        if not args.no_xla:
-            seconds, params = ours(dims, args.vocab_size, data, args.steps, args.repeats,
-                                   xla=True)
-            runs.append(("ours", seconds, params, "yes"))
+        for precision in args.precision:
+            for xla in [False] if args.no_xla else [False, True]:
+                seconds, params = ours(dims, args.vocab_size, data, args.steps, args.repeats,
+                                       xla=xla, precision=precision)
+                system = "ours" if precision == "float32" else f"ours {precision}"
+                runs.append((system, seconds, params, "yes" if xla else "no"))
         if "keras_hub" in args.peers:
             seconds, params, xla = keras_hub_model(dims, args.vocab_size, data, args.steps,
                                                    args.repeats)
@@ -285,11 +290,17 @@ def main():
                          "step_s": step_seconds, "tokens_per_s": tokens_per_step / step_seconds,
                          "mfu": flops / step_seconds / peak})
         config_rows = [r for r in rows if r["config"] == name]
-        best_ours = max(r["tokens_per_s"] for r in config_rows if r["system"] == "ours")
-        peers = [r["tokens_per_s"] for r in config_rows if r["system"] != "ours"]
+        ours_rows = [r for r in config_rows if r["system"].startswith("ours")]
+        best = max(ours_rows, key=lambda r: r["tokens_per_s"])
+        best_ours = best["tokens_per_s"]
+        peers = [r["tokens_per_s"] for r in config_rows if not r["system"].startswith("ours")]
         headline[name] = {"ours_tokens_per_s": round(best_ours, 1),
-                          "mfu": round(max(r["mfu"] for r in config_rows
-                                           if r["system"] == "ours"), 4)}
+                          "mfu": round(best["mfu"], 4), "best": f"{best['system']}, XLA "
+                                                               f"{best['xla']}"}
+        fp32 = [r["tokens_per_s"] for r in ours_rows if r["system"] == "ours"]
+        bf16 = [r["tokens_per_s"] for r in ours_rows if r["system"] != "ours"]
+        if fp32 and bf16:
+            headline[name]["bf16_over_fp32"] = round(max(bf16) / max(fp32), 3)
         if peers:
             headline[name]["over_faster_peer"] = round(best_ours / max(peers), 3)
         print(f"[{name}] done", file=sys.stderr, flush=True)

@@ -131,3 +131,29 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     assert config.data.train[0].source == "a.en" and config.data.train[0].tfds is None
     assert config.data.vocab_model_type == "unigram"
     assert config.transformer_config(32000).dropout == 0.1
+
+
+def test_multi30k_recipe_is_wu_et_al(tmp_path):
+    """Wu et al. (2021) train with `--max-tokens 4096` on two GPUs (8192 tokens an update),
+    lr 0.005 after 2000 warm-up updates, 8000 updates, average of the last 10."""
+    from keras_transformer.schedules import NoamSchedule
+
+    multi30k = _load("multi30k")
+    for precision in ("float32", "mixed_bfloat16"):
+        config = TrainingConfig.from_dict(multi30k.multi30k_config(
+            str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision))
+        assert config.precision == precision
+    assert config.data.token_budget == 4096 and config.schedule.tokens_per_update == 8192
+    assert config.accumulation_steps(num_replicas=1) == 2  # two micro-batches, as two GPUs
+    assert config.accumulation_steps(num_replicas=2) == 1
+    assert config.schedule.train_steps == 8000 and config.checkpoints.average_last == 10
+    schedule = NoamSchedule(128, config.schedule.warmup_steps,
+                            config.schedule.learning_rate_scale)
+    # Keras counts steps from 0: the 2000th update runs at iteration 1999.
+    peak = float(schedule(1999))
+    assert abs(peak - 0.005) < 0.005 * 1e-3  # fairseq --lr 0.005, inverse_sqrt
+    assert float(schedule(999)) == np.float32(peak / 2)  # linear warm-up
+    assert abs(float(schedule(7999)) - peak / 2) < 1e-7  # then 1/sqrt(step)
+    model = config.transformer_config(8000)
+    assert (model.num_layers, model.d_model, model.d_ff, model.num_heads, model.dropout) == (
+        4, 128, 256, 4, 0.3)
