@@ -19,8 +19,9 @@ newest checkpoint (or, when training is done, only re-scores).
 `--set` overrides any `TrainingConfig` key (dotted), e.g. `--set model.num_layers=6`.
 
 Cost on a 2-core CPU (benchmarks/README.md): in float32, twice the 0.64-1.4 s measured for
-4096-token updates on three machines, so 3 to 6 hours by machine; `--precision mixed_bfloat16` is 1.5x faster on a CPU with AVX512-BF16 (about
-0.95 s per update, about 2 h on the one measured; not measured on a CPU without it).
+4096-token updates on three machines, so 3 to 6 hours by machine; `--precision
+mixed_bfloat16` is 1.2-1.5x faster on a CPU with AVX512-BF16 (about 0.95 s per update, 2 h 21
+min in all on the one measured; not measured on a CPU without it).
 """
 
 import argparse
@@ -155,9 +156,9 @@ def main(argv=None):
     parser.add_argument("--no-moses", action="store_true",
                         help="give raw text to BPE instead of Moses-tokenized text")
     parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"], default="float32",
-                        help="training numerics (default: float32); mixed_bfloat16 was 1.5x "
+                        help="training numerics (default: float32); mixed_bfloat16 was 1.2-1.5x "
                              "faster on a CPU with AVX512-BF16. Averaged weights and "
-                             "decoding stay float32")
+                             "decoding stay float32.")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         dest="overrides", help="override a TrainingConfig key (repeatable)")
     args = parser.parse_args(argv)
