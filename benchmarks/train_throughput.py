@@ -14,8 +14,9 @@ loss, backward, Adam update) of:
   `CrossEntropyLoss(label_smoothing=0.1)`, eager.
 
 MFU = model FLOPs per second / the machine's measured matmul peak (best of TensorFlow's and
-PyTorch's float32 matmul rate on large square matrices; bfloat16 rows too are divided by it). Model FLOPs = 3 x the forward matmul
-and attention FLOPs of the encoder-decoder at these dims (the same formula for all three).
+PyTorch's float32 matmul rate on large square matrices; bfloat16 rows too are divided by it).
+Model FLOPs = 3 x the forward matmul and attention FLOPs of the encoder-decoder at these dims
+(the same formula for all three).
 
 Each timing is the best of `--repeats` windows of `--steps` steps after a warm-up (compilation)
 window; the cores are shared, so the best window is the least disturbed one. Prints a table,
