@@ -1,16 +1,16 @@
 """Multi30k EN-DE (or EN-FR): a small real translation task that trains on a CPU.
 
 Prepares the text as Wu et al. (2021) do (lower-cased, Moses-tokenized; `--cased` and
-`--no-moses` turn either off), trains a shared 8000-piece BPE vocabulary and their
-"Transformer-tiny" (N 4, d_model 128, d_ff 256, h 4, dropout 0.3) on the 29000 Multi30k
-training pairs for 8000 updates of 8192 tokens (two micro-batches of 4096, as their two GPUs
-of 4096), with dev loss and perplexity on `val`;
-averages the last 10 checkpoints; then translates test_2016_flickr with beam 4, alpha 0.6,
-detokenizes, and prints sacreBLEU (with its signature: case-insensitive for a lower-cased
-model), chrF, and the lower-cased Moses-tokenized word BLEU that the Multi30k papers report
-(41.02 for Wu et al.'s model), ending with one JSON line. Data: `$KT_DATA_DIR/multi30k`
-(../shared/data/multi30k) or `--data-dir`. Running the same command again resumes from the
-newest checkpoint (or, when training is done, only re-scores).
+`--no-moses` turn either off), trains a shared 10000-piece BPE vocabulary (their 10k merges)
+and their "Transformer-tiny" (N 4, d_model 128, d_ff 256, h 4, dropout 0.3) on the 29000
+Multi30k training pairs for 8000 updates of 8192 tokens (two micro-batches of 4096, as their
+two GPUs of 4096), with dev loss and perplexity on `val`; averages the last 10 checkpoints;
+then translates test_2016_flickr with beam 4, alpha 0.6, detokenizes, and prints sacreBLEU
+(with its signature: case-insensitive for a lower-cased model), chrF, and the lower-cased
+Moses-tokenized word BLEU that the Multi30k papers report (41.02 for Wu et al.'s model), ending
+with one JSON line. Data: `$KT_DATA_DIR/multi30k` (../shared/data/multi30k) or `--data-dir`.
+Running the same command again resumes from the newest checkpoint (or, when training is done,
+only re-scores).
 
     python pipelines/multi30k.py [--data-dir DIR] [--target de|fr] [--output-dir DIR]
                                  [--train-steps N] [--test-set SPLIT] [--cased] [--no-moses]
@@ -54,7 +54,7 @@ def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_ste
                   "num_heads": 4, "key_dim": 32, "value_dim": 32, "dropout": 0.3,
                   "max_length": 128},
         "data": {"train": [files("train")], "dev": files("val"), "vocab": None,
-                 "vocab_size": 8000, "vocab_model_type": "bpe", "token_budget": 4096,
+                 "vocab_size": 10000, "vocab_model_type": "bpe", "token_budget": 4096,
                  "max_length": 128, "shuffle_buffer": 30_000},
         # Wu et al. train on two GPUs of 4096 tokens each, whose gradients fairseq sums into
         # one update of 8192: here two accumulated micro-batches of 4096. Peak learning rate

@@ -144,6 +144,8 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
             str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision))
         assert config.precision == precision
     assert config.data.token_budget == 4096 and config.schedule.tokens_per_update == 8192
+    # Joint BPE of 10k merges (Wu et al.): one shared vocabulary of 10000 pieces.
+    assert config.data.vocab_size == 10000 and config.data.vocab_model_type == "bpe"
     assert config.accumulation_steps(num_replicas=1) == 2  # two micro-batches, as two GPUs
     assert config.accumulation_steps(num_replicas=2) == 1
     assert config.schedule.train_steps == 8000 and config.checkpoints.average_last == 10
