@@ -20,8 +20,8 @@ only re-scores).
 
 Cost on a 2-core CPU (benchmarks/README.md): in float32, twice the 0.64-1.4 s measured for
 4096-token updates on three machines, so 3 to 6 hours by machine; `--precision
-mixed_bfloat16` is 1.2-1.5x faster on a CPU with AVX512-BF16 (about 0.95 s per update, 2 h 21
-min in all on the one measured; not measured on a CPU without it).
+mixed_bfloat16` is 1.2-1.5x faster on a CPU with AVX512-BF16 (about 0.95-1.0 s per update, 2 h
+21-25 min in all on the one measured; not measured on a CPU without it).
 """
 
 import argparse
