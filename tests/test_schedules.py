@@ -34,5 +34,16 @@ def test_scale_and_serialization():
 def test_optimizer_is_the_papers_adam():
     optimizer = kt.build_optimizer(d_model=512)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
-    assert isinstance(optimizer.learning_rate, float) or optimizer._learning_rate is not None
     assert isinstance(optimizer._learning_rate, kt.NoamSchedule)
+    # The rate Adam applies at update step_num (its `iterations` counts the updates already
+    # made), against formula (3) worked out by hand for d_model 512, warmup_steps 4000:
+    #   step 1:      512^-0.5 * 1 * 4000^-1.5 = 1 / (22.627 * 252982) = 1.7469e-7 (warmup)
+    #   step 4000:   (512 * 4000)^-0.5 = 1 / 1431.08 = 6.9877e-4   (the peak)
+    #   step 100000: (512 * 100000)^-0.5 = 1 / 7155.42 = 1.3975e-4 (inverse square root)
+    for step_num, expected in ((1, 1.7469e-7), (4000, 6.9877e-4), (100000, 1.3975e-4)):
+        optimizer.iterations.assign(step_num - 1)
+        assert abs(float(optimizer.learning_rate) / expected - 1) < 1e-4, step_num
+    # build_optimizer passes warmup and scale through: 2 * (512 * 100)^-0.5 = 8.8388e-3.
+    optimizer = kt.build_optimizer(d_model=512, warmup_steps=10, scale=2.0)
+    optimizer.iterations.assign(99)
+    assert abs(float(optimizer.learning_rate) / 8.8388e-3 - 1) < 1e-4
