@@ -13,7 +13,8 @@ same weights:
   same length with min/max decoding lengths.
 
 Also decodes at 25, 50, 100 and 200 tokens to show how our cost grows with the output length.
-Ends with one JSON line of every figure.
+Ends with one JSON line of every figure. A peer that is not installed is skipped with one line
+and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` installs every peer).
 
 Usage:
     python benchmarks/decode_throughput.py                      # small and base, all peers
@@ -37,12 +38,14 @@ os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 os.environ.setdefault("CT2_USE_MKL", "1")
 
 import numpy as np  # noqa: E402
+from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 
 CONFIGS = {
     "small": dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4),
     "base": dict(num_layers=6, d_model=512, d_ff=2048, num_heads=8),
 }
 PEERS = ("ours", "nocache", "kerashub", "ct2")
+PEER_MODULES = {"kerashub": "keras_hub", "ct2": "ctranslate2"}
 
 
 def build(name, vocab_size, seed=0):
@@ -363,7 +366,7 @@ def main(argv=None):
 
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    peers = args.peers.split(",")
+    peers, skipped_peers = importable_peers(args.peers.split(","), PEER_MODULES)
     lengths = [int(x) for x in args.lengths.split(",")]
     results = []
     print(f"# {_cpu_name()}, {THREADS} threads, TF "
@@ -436,7 +439,8 @@ def main(argv=None):
     print(json.dumps({"benchmark": "decode_throughput", "threads": THREADS,
                       "batch_size": args.batch_size, "beam_size": args.beam_size,
                       "source_length": args.source_length, "vocab_size": args.vocab_size,
-                      "results": results, "scaling": scaling, "trained": trained}))
+                      "results": results, "scaling": scaling, "trained": trained,
+                      "skipped_peers": skipped_peers}))
     return 0
 
 

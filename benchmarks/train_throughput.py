@@ -20,7 +20,9 @@ Model FLOPs = 3 x the forward matmul and attention FLOPs of the encoder-decoder 
 
 Each timing is the best of `--repeats` windows of `--steps` steps after a warm-up (compilation)
 window; the cores are shared, so the best window is the least disturbed one. Prints a table,
-and last one JSON line with the headline figures.
+and last one JSON line with the headline figures. A peer that is not installed is skipped with
+one line and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` installs
+every peer).
 
 Usage:
     python benchmarks/train_throughput.py [--configs tiny small base] [--batch 32]
@@ -41,7 +43,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 
+PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
 CONFIGS = {  # name -> (N, d_model, d_ff, h)
     "tiny": (1, 64, 256, 4),
     "small": (3, 256, 1024, 4),
@@ -260,6 +264,7 @@ def torch_model(dims, vocab_size, data, steps, repeats, threads):
 
 def main():
     args = parse_args()
+    peers, skipped_peers = importable_peers(args.peers, PEER_MODULES)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     peaks = matmul_peak()
     peak = max(peaks.values())
@@ -277,11 +282,11 @@ def main():
                                        xla=xla, precision=precision)
                 system = "ours" if precision == "float32" else f"ours {precision}"
                 runs.append((system, seconds, params, "yes" if xla else "no"))
-        if "keras_hub" in args.peers:
+        if "keras_hub" in peers:
             seconds, params, xla = keras_hub_model(dims, args.vocab_size, data, args.steps,
                                                    args.repeats)
             runs.append(("keras-hub", seconds, params, "yes" if xla else "no"))
-        if "torch" in args.peers:
+        if "torch" in peers:
             seconds, params = torch_model(dims, args.vocab_size, data, args.steps,
                                           args.repeats, args.threads)
             runs.append(("torch nn.Transformer", seconds, params, "eager"))
@@ -318,7 +323,8 @@ def main():
               f"{r['step_s']:.3f} | {r['tokens_per_s']:.0f} | {100 * r['mfu']:.1f}% |")
     print(json.dumps({"benchmark": "train_throughput", "machine": f"{os.cpu_count()}-CPU "
                       f"{platform.machine()}", "peak_gflops": round(peak / 1e9, 1),
-                      "batch": args.batch, "length": args.length, **headline}))
+                      "batch": args.batch, "length": args.length, **headline,
+                      "skipped_peers": skipped_peers}))
 
 
 if __name__ == "__main__":
