@@ -1,0 +1,112 @@
+"""Tests of keras_transformer.parsing.trees: reading brackets, preprocessing, clear errors."""
+
+import re
+
+import pytest
+
+from keras_transformer.errors import UserInputError
+from keras_transformer.parsing.trees import (
+    Tree,
+    TreeSyntaxError,
+    parse_tree,
+    preprocess,
+    read_preprocessed,
+    read_trees,
+    strip_function_tags,
+)
+
+WSJ_LINE = ("( (S (NP-SBJ-1 (NNP Mr.) (NNP Vinken)) (VP (VBZ is) (VP (VBN named) "
+            "(S (NP-SBJ (-NONE- *-1)) (NP-PRD (NN chairman))) (SBAR (-NONE- 0) "
+            "(S (-NONE- *T*-2))))) (. .)) )")
+
+
+def test_parse_tree_reads_labels_words_and_the_nameless_root():
+    tree = parse_tree("( (S (NP (DT the) (NN dog)) (VP (VBZ barks))) )")
+    assert tree.label == ""
+    assert tree.children[0].label == "S"
+    assert tree.leaves() == ["the", "dog", "barks"]
+    assert tree.pos() == [("the", "DT"), ("dog", "NN"), ("barks", "VBZ")]
+    assert str(tree) == "( (S (NP (DT the) (NN dog)) (VP (VBZ barks))))"
+
+
+def test_preprocess_strips_function_tags_none_elements_and_sets_top():
+    tree = preprocess(parse_tree(WSJ_LINE))
+    # Hand-derived: NP-SBJ-1 -> NP, NP-PRD -> NP, the -NONE- subject removed, SBAR with only
+    # traces below removed entirely (its S too), nameless root -> TOP.
+    assert str(tree) == ("(TOP (S (NP (NNP Mr.) (NNP Vinken)) (VP (VBZ is) (VP (VBN named) "
+                         "(S (NP (NN chairman))))) (. .)))")
+
+
+@pytest.mark.parametrize("label, expected", [
+    ("NP-SBJ-1", "NP"), ("NP=2", "NP"), ("PP-LOC-CLR", "PP"), ("-NONE-", "-NONE-"),
+    ("-LRB-", "-LRB-"), ("NP", "NP"), ("PRP$", "PRP$")])
+def test_strip_function_tags(label, expected):
+    assert strip_function_tags(label) == expected
+
+
+def test_preprocess_renames_root_and_wraps_other_roots():
+    assert str(preprocess(parse_tree("(ROOT (NP (NN hi)))"))) == "(TOP (NP (NN hi)))"
+    assert str(preprocess(parse_tree("(S (NP (NN hi)))"))) == "(TOP (S (NP (NN hi))))"
+    with pytest.raises(UserInputError, match="no words"):
+        preprocess(parse_tree("( (S (-NONE- *)))"))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("", "empty line"),
+    ("(S (NP (NN dog))", "1 '\\(' not closed"),
+    ("(S (NP (NN dog))))", "closes nothing"),
+    ("the dog barks", "is not a tree"),
+    ("(S (NN a)) (S (NN b))", "after the end of the tree"),
+])
+def test_bad_input_gives_one_error_with_file_and_line(tmp_path, line, message):
+    path = tmp_path / "bad.trees"
+    path.write_text("(S (NN ok))\n" + line + "\n(S (NN fine))\n")
+    with pytest.raises(TreeSyntaxError, match=message) as info:
+        read_trees(path)
+    assert f"{path} line 2" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_multiline_mrg_files(tmp_path):
+    path = tmp_path / "wsj_0001.mrg"
+    path.write_text("( (S \n    (NP-SBJ (NNP Pierre) )\n    (VP (VBZ sleeps) )))\n\n"
+                    "( (S (NP (PRP It)) (VP (VBZ works)) ))\n")
+    trees = read_preprocessed(path)
+    assert [str(t) for t in trees] == ["(TOP (S (NP (NNP Pierre)) (VP (VBZ sleeps))))",
+                                       "(TOP (S (NP (PRP It)) (VP (VBZ works))))"]
+    path.write_text("( (S (NP (NNP Pierre))\n\n")
+    with pytest.raises(TreeSyntaxError, match=r"wsj_0001.mrg line 1: unbalanced"):
+        read_trees(path)
+
+
+def test_tree_equality_and_preprocess_leaves_input_unchanged():
+    tree = parse_tree(WSJ_LINE)
+    before = str(tree)
+    preprocess(tree)
+    assert str(tree) == before
+    assert Tree("NP", [Tree("NN", ["a"])]) == parse_tree("(NP (NN a))")
+
+
+SHARED = ["treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees",
+          "gum/gum_const.train.trees", "gum/gum_const.dev.trees"]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_every_shared_tree_reads_and_preprocesses(data_dir, name):
+    path = data_dir / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    raw_lines = path.read_text(encoding="utf-8").splitlines()
+    trees = read_preprocessed(path)
+    assert len(trees) == len(raw_lines)
+    for raw, tree in zip(raw_lines, trees):
+        # Reference: the words are the raw line's leaf tokens that are not -NONE- elements,
+        # found by a regex independent of the reader.
+
+        leaves = re.findall(r"\(([^\s()]+) ([^\s()]+)\)", raw)
+        expected = [word for tag, word in leaves if tag != "-NONE-"]
+        assert tree.leaves() == expected
+        assert tree.label == "TOP"
+        text = str(tree)
+        assert "-NONE-" not in text and "-SBJ" not in text and "(ROOT" not in text
+        assert parse_tree(text) == tree  # the written form reads back the same
