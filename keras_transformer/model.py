@@ -24,6 +24,10 @@ class Transformer(keras.Model):
     Args:
         config: a `TransformerConfig` (or its dict).
         dtype: a dtype policy for every layer, e.g. "mixed_bfloat16".
+        tokenizer: optionally, the vocabulary the ids come from, as a keras-hub
+            `SentencePieceTokenizer` (`SubwordVocabulary.to_tokenizer()`). It is not part of
+            the graph (the model maps ids to logits); it is saved inside `.keras` files, so
+            that a saved model translates with no `vocab.model` beside it.
 
     Example:
     >>> config = TransformerConfig(vocab_size=100, num_layers=1, d_model=32, d_ff=64,
@@ -35,7 +39,7 @@ class Transformer(keras.Model):
     (2, 5, 100)
     """
 
-    def __init__(self, config, dtype=None, **kwargs):
+    def __init__(self, config, dtype=None, tokenizer=None, **kwargs):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         stack_args = dict(
@@ -73,6 +77,8 @@ class Transformer(keras.Model):
         # The functional init ignores `dtype`: keep it for get_config, so that a saved
         # mixed-precision model reloads as one.
         self._dtype_argument = dtype
+        # Keras saves a tracked layer's assets (here the SentencePiece model) with the model.
+        self.tokenizer = tokenizer
 
     # The functional graph is traced before `self.config` exists, hence the explicit pad_id.
     def _encode(self, source_ids, pad_id, training):
@@ -95,13 +101,54 @@ class Transformer(keras.Model):
         """Logits for every target position at once (teacher forcing)."""
         return self._decode(target_ids, memory, memory_mask, training)
 
-    def cross_attention_weights(self, source_ids, target_ids, layer_index=-1):
-        """Encoder-decoder attention of one decoder layer (default: the last), as the paper's
-        figures 3-5 show it: `[batch, heads, target_length, source_length]`, rows summing to 1
-        over the real source tokens."""
+    def attention_weights(self, source_ids, target_ids=None, stack="encoder", kind="self",
+                          layer_index=-1):
+        """Attention weights of one attention sub-layer, as the paper's figures 3-5 draw them.
+
+        Args:
+            source_ids: `[batch, source_length]` int32, padded with `config.pad_id`.
+            target_ids: `[batch, target_length]` decoder input (bos first); needed for the
+                decoder's attentions.
+            stack: "encoder" or "decoder".
+            kind: "self" (self-attention) or "cross" (the decoder's encoder-decoder
+                attention).
+            layer_index: 0-based layer of the stack; negative counts from the end (default
+                -1, the last). The paper's "layer 5 of 6" is `layer_index=4`.
+
+        Returns:
+            float32 probabilities `[batch, heads, query_length, key_length]` (dropout off),
+            each row summing to 1 over the keys the query may see: the real source tokens for
+            encoder self-attention and for cross-attention, target positions up to the
+            query's own for decoder self-attention.
+
+        Example:
+        >>> weights = model.attention_weights(source_ids, layer_index=4)  # encoder, layer 5
+        >>> weights.shape
+        (1, 8, 11, 11)
+        """
+        if stack not in ("encoder", "decoder"):
+            raise ValueError(f"stack must be 'encoder' or 'decoder', got {stack!r}")
+        if kind not in ("self", "cross"):
+            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
+        if stack == "encoder":
+            if kind == "cross":
+                raise ValueError("the encoder has no cross-attention: use stack='decoder'")
+            memory_mask = padding_mask(source_ids, self.config.pad_id)
+            return self.encoder.self_attention_weights(
+                self.source_embedding(source_ids), memory_mask, layer_index)
+        if target_ids is None:
+            raise ValueError("the decoder's attention weights need target_ids (the decoder "
+                             "input: bos, then the target)")
         memory, memory_mask = self.encode(source_ids)
-        return self.decoder.cross_attention_weights(self.target_embedding(target_ids), memory,
-                                                    memory_mask, layer_index)
+        weights = (self.decoder.self_attention_weights if kind == "self"
+                   else self.decoder.cross_attention_weights)
+        return weights(self.target_embedding(target_ids), memory, memory_mask, layer_index)
+
+    def cross_attention_weights(self, source_ids, target_ids, layer_index=-1):
+        """Encoder-decoder attention of one decoder layer (default: the last),
+        `[batch, heads, target_length, source_length]`, rows summing to 1 over the real
+        source tokens: `attention_weights(..., stack="decoder", kind="cross")`."""
+        return self.attention_weights(source_ids, target_ids, "decoder", "cross", layer_index)
 
     def init_cache(self, memory, max_length):
         """The decoding cache: empty self-attention keys/values for `max_length` steps per
@@ -121,13 +168,17 @@ class Transformer(keras.Model):
         return {"config": self.config.to_dict(), "name": self.name,
                 "trainable": self.trainable,
                 "dtype": None if dtype is None else keras.dtype_policies.serialize(
-                    keras.dtype_policies.get(dtype))}
+                    keras.dtype_policies.get(dtype)),
+                **({} if self.tokenizer is None else
+                   {"tokenizer": keras.saving.serialize_keras_object(self.tokenizer)})}
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         if config.get("dtype") is not None and isinstance(config["dtype"], dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        if isinstance(config.get("tokenizer"), dict):
+            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
         return cls(**config)
 
 

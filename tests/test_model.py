@@ -160,3 +160,84 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(attention.key_dim)
     expected = reference.softmax(np.where(mask[:, None], logits, -1e30))
     np.testing.assert_allclose(weights, expected, atol=1e-5)
+
+
+def _numpy_self_attention(attention, x, mask):
+    """softmax(Q K^T / sqrt(d_k)) per head in NumPy, with the layer's own projections; `mask`
+    `[batch or 1, query, key]`, True where allowed."""
+    b, t, _ = x.shape
+    q = reference.dense(x, attention.query_dense).reshape(b, t, attention.num_heads, -1)
+    k = reference.dense(x, attention.key_dense).reshape(b, t, attention.num_heads, -1)
+    logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(attention.key_dim)
+    return reference.softmax(np.where(mask[:, None], logits, -1e30))
+
+
+def _numpy_embedded(model, ids):
+    """Embedding x sqrt(d_model) + sinusoidal positions (3.4, 3.5), in NumPy."""
+    d = model.config.d_model
+    matrix = ops.convert_to_numpy(model.source_embedding.embeddings)
+    positions = np.array([[reference.positional_encoding(p, i, d) for i in range(d)]
+                          for p in range(ids.shape[1])])
+    return matrix[ids] * np.sqrt(d) + positions
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_encoder_self_attention_weights_match_numpy_with_padding(norm_position):
+    rng = np.random.default_rng(5)
+    model = kt.build_model(TINY.replace(norm_position=norm_position))
+    source = _random_ids(rng, (2, 6))
+    source[1, 4:] = 0
+    mask = source[:, None, :] != 0
+    x = _numpy_embedded(model, source)
+    for layer_index, layer in enumerate(model.encoder.transformer_layers):
+        weights = ops.convert_to_numpy(model.attention_weights(source, layer_index=layer_index))
+        assert weights.shape == (2, TINY.num_heads, 6, 6)
+        residual = layer.self_attention_residual
+        gamma, beta = (np.asarray(w) for w in residual.layer_norm.get_weights())
+        # Pre-norm attends over LayerNorm(x); post-norm over x itself (3.1).
+        h = reference.layer_norm(x, gamma, beta, residual.epsilon) if norm_position == "pre" \
+            else x
+        np.testing.assert_allclose(weights, _numpy_self_attention(layer.self_attention, h, mask),
+                                   atol=1e-5)
+        assert np.abs(weights[1, :, :, 4:]).max() < 1e-6  # no query looks at padding
+        x = ops.convert_to_numpy(layer(x, attention_mask=mask))
+    # -1 is the last layer; 1-based "layer 2 of 2" of a user is layer_index 1.
+    np.testing.assert_array_equal(ops.convert_to_numpy(model.attention_weights(source)),
+                                  weights)
+
+
+def test_decoder_self_attention_weights_are_causal_and_match_numpy():
+    rng = np.random.default_rng(6)
+    model = kt.build_model(TINY)
+    source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
+    memory, memory_mask = (ops.convert_to_numpy(t) for t in model.encode(source))
+    causal = np.tril(np.ones((4, 4), bool))[None]
+    x = _numpy_embedded(model, target)  # one matrix for source and target (3.4)
+    for layer_index, layer in enumerate(model.decoder.transformer_layers):
+        weights = ops.convert_to_numpy(model.attention_weights(
+            source, target, stack="decoder", kind="self", layer_index=layer_index))
+        assert weights.shape == (2, TINY.num_heads, 4, 4)
+        np.testing.assert_allclose(weights, _numpy_self_attention(layer.self_attention, x,
+                                                                  causal), atol=1e-5)
+        assert np.abs(weights[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]]).max() \
+            < 1e-6  # no position looks ahead (3.2.3)
+        x = ops.convert_to_numpy(layer(x, memory, self_attention_mask=causal,
+                                       memory_mask=memory_mask))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(model.attention_weights(source, target, "decoder", "cross")),
+        ops.convert_to_numpy(model.cross_attention_weights(source, target)))
+
+
+def test_attention_weights_reject_what_does_not_exist():
+    model = kt.build_model(TINY)
+    source = np.ones((1, 3), "int32")
+    with pytest.raises(IndexError, match=r"encoder has 2 layers, 0 \.\. 1"):
+        model.attention_weights(source, layer_index=2)
+    with pytest.raises(IndexError, match="decoder has 2 layers"):
+        model.attention_weights(source, source, stack="decoder", layer_index=-3)
+    with pytest.raises(ValueError, match="encoder has no cross-attention"):
+        model.attention_weights(source, kind="cross")
+    with pytest.raises(ValueError, match="need target_ids"):
+        model.attention_weights(source, stack="decoder")
+    with pytest.raises(ValueError, match="stack must be"):
+        model.attention_weights(source, stack="both")

@@ -106,6 +106,12 @@ class TransformerDecoderLayer(keras.layers.Layer):
             return x
         return x, self_attention_cache, cross_attention_cache
 
+    def self_attention_weights(self, x, self_attention_mask=None):
+        """Masked self-attention weights `[batch, heads, target_length, target_length]` of
+        this layer for input `x` (dropout off)."""
+        h = self.self_attention_residual.normalize_input(x)
+        return self.self_attention.attention_weights(h, attention_mask=self_attention_mask)
+
     def cross_attention_weights(self, x, memory, self_attention_mask=None, memory_mask=None):
         """Encoder-decoder attention weights `[batch, heads, target_length, source_length]`
         of this layer for input `x` (dropout off)."""
@@ -151,17 +157,29 @@ class TransformerDecoder(TransformerStack):
     def build(self, embedded_shape, memory_shape=None):
         self.build_stack(embedded_shape, memory_shape)
 
-    def cross_attention_weights(self, embedded, memory, memory_mask=None, layer_index=-1):
-        """Encoder-decoder attention weights of one layer (default: the last),
-        `[batch, heads, target_length, source_length]`, dropout off."""
+    def _layer_input(self, embedded, memory, memory_mask, layer_index):
+        """The input of layer `layer_index` (dropout off), its causal mask and the index."""
+        layer_index = self.check_layer_index(layer_index)
         x = self.positional_layer(embedded)
         length = ops.shape(x)[1]
         self_mask = causal_mask(length, length)
-        layer_index = layer_index % self.num_layers
         for layer in self.transformer_layers[:layer_index]:
             x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
-        return self.transformer_layers[layer_index].cross_attention_weights(
-            x, memory, self_attention_mask=self_mask, memory_mask=memory_mask)
+        return x, self_mask, self.transformer_layers[layer_index]
+
+    def self_attention_weights(self, embedded, memory, memory_mask=None, layer_index=-1):
+        """Masked self-attention weights of one layer (0-based, default: the last),
+        `[batch, heads, target_length, target_length]`, dropout off; zero above the
+        diagonal. `memory` feeds the layers below it."""
+        x, self_mask, layer = self._layer_input(embedded, memory, memory_mask, layer_index)
+        return layer.self_attention_weights(x, self_attention_mask=self_mask)
+
+    def cross_attention_weights(self, embedded, memory, memory_mask=None, layer_index=-1):
+        """Encoder-decoder attention weights of one layer (0-based, default: the last),
+        `[batch, heads, target_length, source_length]`, dropout off."""
+        x, self_mask, layer = self._layer_input(embedded, memory, memory_mask, layer_index)
+        return layer.cross_attention_weights(x, memory, self_attention_mask=self_mask,
+                                             memory_mask=memory_mask)
 
     def init_cache(self, memory, max_length):
         """Per-layer caches for decoding up to `max_length` tokens against `memory`: empty

@@ -77,6 +77,13 @@ class TransformerEncoderLayer(keras.layers.Layer):
         h = residual.normalize_input(x)
         return residual(x, self.feed_forward(h, training=training), training=training)
 
+    def self_attention_weights(self, x, attention_mask=None):
+        """Self-attention weights `[batch, heads, length, length]` of this layer for input `x`
+        (dropout off): softmax(Q K^T / sqrt(d_k)) per head, rows summing to 1 over the keys
+        that `attention_mask` allows."""
+        h = self.self_attention_residual.normalize_input(x)
+        return self.self_attention.attention_weights(h, attention_mask=attention_mask)
+
     def compute_output_shape(self, x_shape):
         return x_shape
 
@@ -119,6 +126,16 @@ class TransformerEncoder(TransformerStack):
         for layer in self.transformer_layers:
             x = layer(x, attention_mask=attention_mask, training=training)
         return self.finish(x)
+
+    def self_attention_weights(self, embedded, attention_mask=None, layer_index=-1):
+        """Self-attention weights of one layer (0-based `layer_index`, default: the last),
+        `[batch, heads, length, length]`, dropout off: what the paper's figures 3-5 draw."""
+        layer_index = self.check_layer_index(layer_index)
+        x = self.positional_layer(embedded)
+        for layer in self.transformer_layers[:layer_index]:
+            x = layer(x, attention_mask=attention_mask)
+        return self.transformer_layers[layer_index].self_attention_weights(
+            x, attention_mask=attention_mask)
 
     def compute_output_shape(self, embedded_shape):
         return embedded_shape

@@ -56,6 +56,19 @@ class TransformerStack(keras.layers.Layer):
         if self.final_norm is not None:
             self.final_norm.build(embedded_shape)
 
+    def check_layer_index(self, layer_index):
+        """`layer_index` (0-based; negative counts from the end, as in Python) as an index in
+        0 .. num_layers - 1.
+
+        Raises:
+            IndexError: naming the valid range, when the stack has no such layer.
+        """
+        if not -self.num_layers <= layer_index < self.num_layers:
+            raise IndexError(f"layer_index {layer_index} is out of range: the {self.name} has "
+                             f"{self.num_layers} layers, 0 .. {self.num_layers - 1} (or "
+                             f"-{self.num_layers} .. -1 from the end)")
+        return layer_index % self.num_layers
+
     def finish(self, x):
         """The stack's output: with pre-norm, the final LayerNorm."""
         return x if self.final_norm is None else self.final_norm(x)
