@@ -1,0 +1,220 @@
+"""Trees as token sequences and back, as Vinyals et al. (2015), "Grammar as a Foreign Language".
+
+The parser translates words into a depth-first bracket sequence of the tree:
+
+    (TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks))))
+    -> (S (NP XX XX )NP (VP XX )VP )S
+
+Each constituent opens with `(LABEL` and closes with `)LABEL`; each word is one slot token,
+`XX` (`pos_tags=False`, Vinyals et al.'s choice: the parser predicts no tags) or its POS tag
+(`pos_tags=True`); `closing_labels=False` closes every constituent with a bare `)`. The TOP
+root is implied: the sequence holds TOP's children. Both choices are options of
+`Linearizer`, recorded in a run's `parsing.json`; the defaults are Vinyals et al.'s.
+
+`Linearizer.delinearize` turns **any** token sequence into a well-formed tree over exactly
+the given words, never raising: closing brackets that close nothing are dropped, brackets
+left open are closed, word slots beyond the words are dropped, words without a slot are
+attached to the last top-level constituent, constituents left without words are removed, and
+when all that does not give a tree over the words (it always should) a flat
+`(TOP (S (XX w1) (XX w2) ...))` is the last resort. What was repaired is returned with the
+tree, so that callers can report how many outputs needed it.
+
+Example:
+>>> from keras_transformer.parsing.trees import parse_tree
+>>> linearizer = Linearizer()
+>>> tree = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks))))")
+>>> " ".join(linearizer.linearize(tree))
+'(S (NP XX XX )NP (VP XX )VP )S'
+>>> result = linearizer.delinearize("(S (NP XX XX )NP (VP XX".split(), ["the", "dog", "barks"])
+>>> str(result.tree), result.repairs
+('(TOP (S (NP (XX the) (XX dog)) (VP (XX barks))))', ('unclosed_brackets',))
+"""
+
+import dataclasses
+from typing import Tuple
+
+from keras_transformer.parsing.trees import TOP, Tree
+
+WORD_SLOT = "XX"
+# Repairs that `delinearize` may make, in the order they are checked.
+REPAIRS = ("extra_closing", "unclosed_brackets", "extra_word_slots", "missing_word_slots",
+           "empty_constituents", "flat_fallback")
+
+
+@dataclasses.dataclass(frozen=True)
+class Delinearized:
+    """A tree read back from a token sequence.
+
+    Args:
+        tree: a `Tree` rooted in TOP whose leaves are exactly the input words.
+        repairs: the names (of `REPAIRS`) of what had to be repaired; empty when the
+            sequence was well formed.
+    """
+
+    tree: Tree
+    repairs: Tuple[str, ...] = ()
+
+    @property
+    def repaired(self):
+        return bool(self.repairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Linearizer:
+    """Trees <-> bracket token sequences.
+
+    Args:
+        pos_tags: word slots are POS tags (True) or `XX` (False, Vinyals et al.).
+        closing_labels: closing brackets carry the label, `)NP` (True, Vinyals et al.), or
+            are a bare `)` (False).
+
+    Example:
+    >>> Linearizer(pos_tags=True, closing_labels=False).linearize(
+    ...     Tree("TOP", [Tree("NP", [Tree("NN", ["dogs"])])]))
+    ['(NP', 'NN', ')']
+    """
+
+    pos_tags: bool = False
+    closing_labels: bool = True
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        return cls(**{k: values[k] for k in ("pos_tags", "closing_labels") if k in values})
+
+    # -- tree -> tokens ----------------------------------------------------------------------
+
+    def linearize(self, tree):
+        """The token sequence of a preprocessed tree (TOP root implied, its children written).
+
+        Args:
+            tree: a `Tree` rooted in TOP (see `trees.preprocess`).
+
+        Returns:
+            A list of tokens.
+        """
+        tokens = []
+        children = tree.children if tree.label == TOP else [tree]
+        for child in children:
+            self._write(child, tokens)
+        return tokens
+
+    def _write(self, node, tokens):
+        if isinstance(node, str) or node.is_preterminal():
+            label = node.label if isinstance(node, Tree) else WORD_SLOT
+            tokens.append(label if self.pos_tags else WORD_SLOT)
+            return
+        tokens.append("(" + node.label)
+        for child in node.children:
+            self._write(child, tokens)
+        tokens.append(")" + node.label if self.closing_labels else ")")
+
+    def target_text(self, tree):
+        """`linearize` as one line, the target side of a training pair."""
+        return " ".join(self.linearize(tree))
+
+    # -- tokens -> tree ----------------------------------------------------------------------
+
+    def delinearize(self, tokens, words):
+        """A tree over exactly `words` from any token sequence; never raises.
+
+        Args:
+            tokens: the decoder output (a list of tokens, or a string split on whitespace).
+            words: the input words, in order.
+
+        Returns:
+            A `Delinearized` (the tree and the repairs it needed).
+        """
+        if isinstance(tokens, str):
+            tokens = tokens.split()
+        words = [str(word) for word in words]
+        repairs = set()
+        root = Tree(TOP, [])
+        stack = [root]
+        next_word = 0
+        for token in tokens:
+            if token.startswith("("):
+                node = Tree(token[1:] or "X", [])
+                stack[-1].children.append(node)
+                stack.append(node)
+            elif token.startswith(")"):
+                if len(stack) > 1:
+                    stack.pop()
+                else:
+                    repairs.add("extra_closing")
+            elif next_word < len(words):
+                label = token if self.pos_tags else WORD_SLOT
+                stack[-1].children.append(Tree(label, [words[next_word]]))
+                next_word += 1
+            else:
+                repairs.add("extra_word_slots")
+        if len(stack) > 1:
+            repairs.add("unclosed_brackets")
+        if next_word < len(words):
+            repairs.add("missing_word_slots")
+            phrases = [c for c in root.children if not c.is_preterminal()]
+            home = phrases[-1] if phrases else root
+            home.children.extend(Tree(WORD_SLOT, [w]) for w in words[next_word:])
+        if _prune_empty(root):
+            repairs.add("empty_constituents")
+        if root.leaves() != words:  # cannot happen by construction; kept as the last resort
+            repairs.add("flat_fallback")
+            root = flat_tree(words)
+        return Delinearized(root, tuple(r for r in REPAIRS if r in repairs))
+
+
+def _prune_empty(node):
+    """Removes constituents without words below `node`; True when any was removed."""
+    removed = False
+    kept = []
+    for child in node.children:
+        if isinstance(child, Tree) and not child.is_preterminal():
+            removed |= _prune_empty(child)
+            if not child.children:
+                removed = True
+                continue
+        kept.append(child)
+    node.children = kept
+    return removed
+
+
+def flat_tree(words, label="S"):
+    """`(TOP (S (XX w1) (XX w2) ...))`: the tree of last resort (`(TOP)` for no words)."""
+    if not words:
+        return Tree(TOP, [])
+    return Tree(TOP, [Tree(label, [Tree(WORD_SLOT, [w]) for w in words])])
+
+
+def with_tags(tree, tags):
+    """A copy of `tree` whose preterminal labels are `tags`, left to right.
+
+    Puts known POS tags into a parser output with `XX` slots, e.g. the gold tags before EVALB
+    scoring: EVALB deletes punctuation by its tag in each tree, and F1 does not count tags.
+
+    Raises:
+        ValueError: when the tree has not one preterminal per tag.
+    """
+    tags = list(tags)
+    position = [0]
+
+    def copy(node):
+        if isinstance(node, str):
+            return node
+        if node.is_preterminal():
+            if position[0] >= len(tags):
+                raise ValueError(f"{len(tags)} tags for a tree with more words: {tree}")
+            position[0] += 1
+            return Tree(tags[position[0] - 1], node.children)
+        return Tree(node.label, [copy(child) for child in node.children])
+
+    result = copy(tree)
+    if position[0] != len(tags):
+        raise ValueError(f"{len(tags)} tags for a tree of {position[0]} words: {tree}")
+    return result
+
+
+def without_tags(tree):
+    """A copy of `tree` with every preterminal labelled `XX`."""
+    return with_tags(tree, [WORD_SLOT] * len(tree.pos()))

@@ -1,0 +1,109 @@
+"""Tests of keras_transformer.parsing.linearization: Vinyals et al.'s sequences and repair."""
+
+import random
+
+import pytest
+
+from keras_transformer.parsing.linearization import (
+    REPAIRS,
+    WORD_SLOT,
+    Linearizer,
+    flat_tree,
+    with_tags,
+    without_tags,
+)
+from keras_transformer.parsing.trees import parse_tree, read_preprocessed
+
+TREE = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks)) (. .)))")
+WORDS = ["the", "dog", "barks", "."]
+
+
+@pytest.mark.parametrize("pos_tags, closing_labels, expected", [
+    # Vinyals et al.'s Figure 2 form, written out by hand.
+    (False, True, "(S (NP XX XX )NP (VP XX )VP XX )S"),
+    (True, True, "(S (NP DT NN )NP (VP VBZ )VP . )S"),
+    (False, False, "(S (NP XX XX ) (VP XX ) XX )"),
+])
+def test_linearize_depth_first(pos_tags, closing_labels, expected):
+    linearizer = Linearizer(pos_tags=pos_tags, closing_labels=closing_labels)
+    assert linearizer.target_text(TREE) == expected
+    result = linearizer.delinearize(expected, WORDS)
+    assert result.repairs == ()
+    assert result.tree == (TREE if pos_tags else without_tags(TREE))
+
+
+@pytest.mark.parametrize("sequence, expected, repairs", [
+    # Words without a slot go to the last top-level phrase.
+    ("(S (NP XX XX )NP (VP XX", "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks)) (XX .)))",
+     ("unclosed_brackets", "missing_word_slots")),
+    ("(S XX XX )S )S )S XX XX", "(TOP (S (XX the) (XX dog)) (XX barks) (XX .))",
+     ("extra_closing",)),
+    ("(S XX XX XX XX XX XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
+     ("extra_word_slots",)),
+    ("(S (NP )NP XX XX (VP )VP XX XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
+     ("empty_constituents",)),
+    ("", "(TOP (XX the) (XX dog) (XX barks) (XX .))", ("missing_word_slots",)),
+    (")S )S", "(TOP (XX the) (XX dog) (XX barks) (XX .))", ("extra_closing",
+                                                            "missing_word_slots")),
+])
+def test_repairs_by_hand(sequence, expected, repairs):
+    result = Linearizer().delinearize(sequence, WORDS)
+    assert str(result.tree) == expected
+    assert result.repairs == repairs
+    assert result.repaired
+
+
+def test_random_token_sequences_always_give_a_tree_over_the_words():
+    rng = random.Random(20240601)
+    vocabulary = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "NN",
+                  "<unk>", ")PP", "(SBAR"]
+    seen = set()
+    for linearizer in (Linearizer(), Linearizer(pos_tags=True, closing_labels=False)):
+        for _ in range(2000):
+            words = [f"w{i}" for i in range(rng.randint(0, 12))]
+            tokens = [rng.choice(vocabulary) for _ in range(rng.randint(0, 40))]
+            result = linearizer.delinearize(tokens, words)
+            seen.update(result.repairs)
+            tree = result.tree
+            assert tree.label == "TOP"
+            assert tree.leaves() == words
+            # Well formed: it prints and reads back to the same tree, every phrase has words.
+            assert str(tree) == str(parse_tree(str(tree)))
+            stack = list(tree.children)
+            while stack:
+                node = stack.pop()
+                assert node.children, str(tree)
+                if not node.is_preterminal():
+                    stack.extend(node.children)
+    assert seen >= set(REPAIRS) - {"flat_fallback"}
+
+
+def test_tags_go_in_and_out():
+    bare = without_tags(TREE)
+    assert [tag for _, tag in bare.pos()] == [WORD_SLOT] * 4
+    assert with_tags(bare, ["DT", "NN", "VBZ", "."]) == TREE
+    with pytest.raises(ValueError):
+        with_tags(bare, ["DT"])
+    assert str(flat_tree(["a", "b"])) == "(TOP (S (XX a) (XX b)))"
+
+
+SHARED = ["treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees",
+          "gum/gum_const.train.trees", "gum/gum_const.dev.trees"]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_round_trip_exact_on_every_shared_tree(data_dir, name):
+    path = data_dir / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    trees = read_preprocessed(path)
+    # Both choices of each option, in two passes (the suite must stay fast).
+    for linearizer in (Linearizer(pos_tags=True), Linearizer(pos_tags=False,
+                                                             closing_labels=False)):
+        for tree in trees:
+            tokens = linearizer.linearize(tree)
+            words = tree.leaves()
+            assert tokens.count(WORD_SLOT) == (0 if linearizer.pos_tags else len(words))
+            result = linearizer.delinearize(tokens, words)
+            assert result.repairs == (), str(tree)
+            assert result.tree == (tree if linearizer.pos_tags else without_tags(tree))
