@@ -112,7 +112,10 @@ def _tokenized_bleu(hypotheses, references, language, prepare):
     tokenization of its own, as multi-bleu.perl. Returns `(score, tokenizer name)`."""
     hypotheses, references = _check_pairs(hypotheses, references)
     tokenize, tokenizer_name = _moses_tokenizer(language)
-    score = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
+    # multi-bleu.perl does not smooth: a corpus with no matched n-gram of some order scores 0
+    # (sacreBLEU's default, "exp", would give a positive score).
+    metric = sacrebleu.metrics.BLEU(tokenize="none", force=True, smooth_method="none")
+    score = metric.corpus_score(
         [prepare(tokenize, h) for h in hypotheses],
         [[prepare(tokenize, r) for r in rs] for rs in references])
     return score.score, tokenizer_name

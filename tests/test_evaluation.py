@@ -1,6 +1,7 @@
 """evaluate() against sacrebleu's own corpus_bleu / corpus_chrf, and the paper-style BLEU."""
 
 import json
+import math
 
 import pytest
 import sacrebleu
@@ -96,3 +97,26 @@ def test_moses_lowercase_bleu_scores_lower_cased_moses_tokens():
     assert "lower-cased" in how and "not comparable" in how
     # Case and attached punctuation no longer matter: cased 13a BLEU differs.
     assert sacrebleu.corpus_bleu(hypotheses, [references]).score != pytest.approx(score)
+
+
+def test_paper_bleu_of_a_case_counted_by_hand():
+    pytest.importorskip("sacremoses")
+    hypotheses = ["Der Know-how-Transfer klappt.", "Wir sehen uns morgen, Anna!"]
+    references = ["Der Know-how-Transfer klappt gut.", "Wir sehen uns am Montag, Anna!"]
+    # Moses-tokenized, compounds split (@ stands for ##AT##-##AT##):
+    #   h1 Der Know @ how @ Transfer klappt .          (8 tokens)
+    #   r1 Der Know @ how @ Transfer klappt gut .      (9)
+    #   h2 Wir sehen uns morgen , Anna !               (7)
+    #   r2 Wir sehen uns am Montag , Anna !            (8)
+    # Clipped matches / hypothesis n-grams, sentence 1 + sentence 2:
+    #   1-grams 8/8 + 6/7 (morgen)  = 14/15
+    #   2-grams 6/7 (klappt .) + 4/6 (uns morgen, morgen ,) = 10/13
+    #   3-grams 5/6 + 2/5 (Wir sehen uns; , Anna !)   = 7/11
+    #   4-grams 4/5 + 0/4                              = 4/9
+    # multi-bleu.perl: BP = exp(1 - r/c) = exp(1 - 17/15) (c 15 < r 17), then
+    # BLEU = BP * (product of the four precisions)^(1/4).
+    expected = 100 * math.exp(1 - 17 / 15) * (14 / 15 * 10 / 13 * 7 / 11 * 4 / 9) ** 0.25
+    assert paper_bleu(hypotheses, references)[0] == pytest.approx(expected, abs=1e-9)  # 58.75
+    # multi-bleu.perl does not smooth: with no 4-gram matched in the corpus (sentence 2
+    # alone), log(0) makes the score 0, whatever the other precisions.
+    assert paper_bleu(hypotheses[1:], references[1:])[0] == 0.0
