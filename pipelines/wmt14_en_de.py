@@ -70,6 +70,11 @@ def wmt14_config(args, source="en", target="de", tfds_name="wmt14_translate/de-e
     }
 
 
+def recipe_config(args):
+    """EN-DE (section 5.1): TFDS `wmt14_translate/de-en`, a shared 37000-piece BPE vocabulary."""
+    return wmt14_config(args)
+
+
 def parser_for(description, presets):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--preset", choices=presets, default="base",
@@ -108,7 +113,7 @@ def run(name, values, overrides):
 def main(argv=None):
     args = parser_for(__doc__.splitlines()[0], list(RECIPES)).parse_args(argv)
     try:
-        values = wmt14_config(args)
+        values = recipe_config(args)
     except UserInputError as error:
         print(f"wmt14_en_de: error: {error}", file=sys.stderr)
         return 2

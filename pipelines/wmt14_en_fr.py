@@ -21,11 +21,16 @@ RECIPES = {  # preset -> (train_steps, checkpoints averaged), paper 5.2 and 6.1
 }
 
 
+def recipe_config(args):
+    """EN-FR (section 5.1): TFDS `wmt14_translate/fr-en`, 32000 word-pieces (unigram)."""
+    return wmt14_config(args, source="en", target="fr", tfds_name="wmt14_translate/fr-en",
+                        vocab_size=32000, vocab_model_type="unigram", recipes=RECIPES)
+
+
 def main(argv=None):
     args = parser_for(__doc__.splitlines()[0], list(RECIPES)).parse_args(argv)
     try:
-        values = wmt14_config(args, source="en", target="fr", tfds_name="wmt14_translate/fr-en",
-                              vocab_size=32000, vocab_model_type="unigram", recipes=RECIPES)
+        values = recipe_config(args)
     except UserInputError as error:
         print(f"wmt14_en_fr: error: {error}", file=sys.stderr)
         return 2
