@@ -1,5 +1,9 @@
 """`keras-transformer evaluate`: translate a test set and score it with sacreBLEU and chrF.
 
+`--task parsing --gold G --test T` scores parser output instead: EVALB's labelled bracket
+recall, precision, F1 and complete match with COLLINS.prm semantics (or `--prm FILE`),
+with error and skip sentences counted and listed (`keras_transformer.parsing.evalb`).
+
 Prints the sacreBLEU score with its signature, chrF, and with `--paper-bleu` the paper-style
 tokenized BLEU (clearly labelled: not comparable with sacreBLEU). `--json` ends the output with
 one JSON line of the headline figures. `--hypotheses FILE` scores an existing output instead
@@ -11,16 +15,28 @@ import sys
 from keras_transformer.cli.translate import add_model_arguments, translator_from_args
 from keras_transformer.errors import UserInputError
 
-HELP = "translate a test set and score it with sacreBLEU and chrF"
+HELP = ("translate a test set and score it with sacreBLEU and chrF, or score parses "
+        "with EVALB (--task parsing)")
 EXAMPLE = ("keras-transformer evaluate --model runs/ende --source newstest2014.en "
            "--reference newstest2014.de --paper-bleu --json")
 
 
 def add_arguments(parser):
+    parser.add_argument("--task", choices=["translation", "parsing"], default="translation",
+                        help="translation (sacreBLEU, chrF; default) or parsing (EVALB "
+                             "bracket F1 of --test trees against --gold trees)")
+    parsing = parser.add_argument_group("parsing (--task parsing)")
+    parsing.add_argument("--gold", metavar="FILE", help="gold trees, one per line")
+    parsing.add_argument("--test", metavar="FILE", help="parser output, one tree per line")
+    parsing.add_argument("--prm", metavar="FILE",
+                         help="an EVALB parameter file (default: COLLINS.prm's settings)")
+    parsing.add_argument("--per-sentence", action="store_true",
+                         help="print EVALB's per-sentence table before the summary")
     group = parser.add_argument_group("test set")
     group.add_argument("--source", metavar="FILE", help="source sentences, one per line")
-    group.add_argument("--reference", action="append", required=True, metavar="FILE",
-                       help="reference translations, line-aligned (repeat for several)")
+    group.add_argument("--reference", action="append", metavar="FILE",
+                       help="reference translations, line-aligned (repeat for several; "
+                            "needed for translation)")
     group.add_argument("--hypotheses", metavar="FILE",
                        help="score this system output instead of translating --source")
     group.add_argument("--output", metavar="FILE", help="write the translations here")
@@ -50,9 +66,29 @@ def _read(path):
         raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
 
 
+def run_parsing(args):
+    from keras_transformer.parsing.evalb import COLLINS, evaluate_files, read_params
+
+    if not args.gold or not args.test:
+        raise UserInputError("--task parsing needs --gold FILE and --test FILE (one tree per "
+                             "line each, the same sentences in the same order)")
+    params = read_params(args.prm) if args.prm else COLLINS
+    report = evaluate_files(args.gold, args.test, params)
+    print(report.format(per_sentence=args.per_sentence))
+    if args.json:
+        print(report.to_json(gold=args.gold, test=args.test,
+                             prm=args.prm or "COLLINS.prm"))
+    return 0
+
+
 def run(args):
     from keras_transformer.evaluation import evaluate, headline_json
 
+    if args.task == "parsing":
+        return run_parsing(args)
+    if not args.reference:
+        raise UserInputError("give --reference FILE (the reference translations), or "
+                             "--task parsing --gold G --test T to score parses")
     references = [_read(path) for path in args.reference]
     extra = {}
     if args.hypotheses:
