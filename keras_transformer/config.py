@@ -11,6 +11,11 @@ Preset names (`TransformerConfig.from_preset(name, vocab_size=...)`):
   `C.d_ff=4096`, `D.P_drop=0.0`, `D.P_drop=0.2`, `D.eps_ls=0.0`, `D.eps_ls=0.2`, `E.learned`
   (learned positional embedding instead of sinusoids).
 
+- `parsing_wsj` and `parsing_semi` (section 6.3, English constituency parsing): 4 layers,
+  d_model 1024 (d_k = d_v = 128, as `C.d_model=1024`), otherwise base; a 16K vocabulary for
+  the WSJ-only setting and 32K for the semi-supervised one. Decoding settings of 6.3 (beam
+  21, alpha 0.3, input + 300) are `keras_transformer.parsing.parser.PAPER_DECODING`.
+
 `TABLE3` maps each preset to the paper's "params x10^6" column (None where the paper leaves it
 blank).
 """
@@ -229,6 +234,12 @@ PRESETS = {
     **{f"D.eps_ls={e}": _row(label_smoothing=e) for e in (0.0, 0.2)},
     # (E): learned positional embedding.
     "E.learned": _row(positional="learned"),
+    # Section 6.3: "a 4-layer transformer with d_model = 1024"; vocabulary 16K (WSJ only) or
+    # 32K (semi-supervised).
+    "parsing_wsj": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128,
+                        vocab_size=16000),
+    "parsing_semi": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128,
+                         vocab_size=32000),
 }
 
 # The paper's Table 3 "params x10^6" column; None where it is blank.
