@@ -407,6 +407,12 @@ def _check_values(config):
 
 
 # -- checking nested dicts against the dataclasses ---------------------------------------------
+# Why not pydantic: a prototype on pydantic dataclasses (strict scalar types, Field(gt=0),
+# extra="forbid") passed these tests and took the module from 495 to 406 lines (297 to 206 of
+# code), but its messages speak Python ("should be a valid tuple", "a dictionary or an
+# instance of DataSettings") where these speak YAML ("a list", "a mapping", "true or false"),
+# tests would pin pydantic's message text, which is not its API, and the cross-field checks
+# above stay as they are. Not worth four new packages with a compiled core (2026-11).
 
 def _type_name(kind):
     origin = typing.get_origin(kind)
