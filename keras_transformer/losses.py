@@ -3,7 +3,6 @@ reported beside it: token accuracy and perplexity."""
 
 import keras
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution  # a no-op off tf.distribute
 
 
 def _smoothed_nll(y_true, y_pred, label_smoothing):
@@ -20,6 +19,22 @@ def _smoothed_nll(y_true, y_pred, label_smoothing):
     if label_smoothing:
         target = (1.0 - label_smoothing) * target + label_smoothing / vocab_size
     return ops.logsumexp(logits, axis=-1) - ops.sum(logits * target, axis=-1)
+
+
+def _divide_by_replicas(loss):
+    """`loss` / the number of tf.distribute replicas in sync (a no-op off tf.distribute).
+
+    Keras's TensorFlow trainer multiplies the reported loss by the replica count, and its own
+    reductions divide by it (with `keras.src.losses.loss.scale_loss_for_distribution`, which
+    is private, so it is written again here with public TensorFlow API). If Keras changes that
+    convention, `test_reported_loss_is_the_same_under_mirrored_strategy` fails.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss if replicas == 1 else loss * ops.cast(1.0 / replicas, loss.dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -54,7 +69,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # Keras sums gradients over tf.distribute replicas and reports the loss times the
         # replica count; its own reductions divide by that count, and so must one that
         # reduces itself. (`call` stays the plain per-batch mean, for token-exact training.)
-        return scale_loss_for_distribution(loss)
+        return _divide_by_replicas(loss)
 
     def call(self, y_true, y_pred):
         per_token = _smoothed_nll(y_true, y_pred, self.label_smoothing)

@@ -6,14 +6,17 @@ in batches of similar length (less padding), then returns the translations in in
 
 Where a model comes from (`Translator.load(path)`):
 
-- a training run folder, laid out as `keras_transformer.training.output_dir` defines:
-  `averaged.keras` if it exists, else `model.keras`, else the newest checkpoint in
-  `checkpoints/` (with `config.json`); the vocabulary is `vocab.model` in the same folder.
-  `average_last=N` averages the run's last N checkpoints instead (paper 6.1);
-- a `.keras` file (a model or an average saved by `keras-transformer average`); the
-  vocabulary is the `vocab.model` beside it unless `vocabulary=` says otherwise;
+- a training run folder, laid out as `keras_transformer.training.output_dir` defines (which
+  also finds and loads the model: `find_model_files`, `load_model`): `averaged.keras` if it
+  exists, else `model.keras`, else the newest checkpoint in `checkpoints/` (with
+  `config.json`). `average_last=N` averages the run's last N checkpoints instead (paper 6.1);
+- a `.keras` file (a model or an average saved by `keras-transformer average`);
 - a checkpoint prefix `RUN/checkpoints/ckpt-STEP` (TensorFlow backend), with `RUN/config.json`
   and `RUN/vocab.model`.
+
+The vocabulary is, in this order: `vocabulary=`; the one a `.keras` file carries (training
+saves its models with it, `Transformer.tokenizer`), so that the file translates on its own;
+`vocab.model` beside the model (in the run folder).
 
 Input checks: empty or whitespace-only strings translate to "" without reaching the model;
 a sentence longer than the model's `max_length` tokens (eos included) is truncated with a
@@ -27,182 +30,23 @@ import warnings
 import keras
 import numpy as np
 
+from keras_transformer.data.vocabulary import SubwordVocabulary, load_vocabulary
 from keras_transformer.decoding import (BeamSearch, EnsembleDecoder, as_decoder, greedy_search,
                                         is_hypothesis, sample)
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.errors import UserInputError
+# Run folders are defined (and their models found and loaded) in training.output_dir, which
+# imports without TensorFlow; the names stay importable from here.
+from keras_transformer.training.output_dir import find_model_files, load_model  # noqa: F401
+
+# The translation-side name of the one vocabulary class, kept for existing callers.
+SentencePieceVocabulary = SubwordVocabulary
 
 SEARCHES = ("beam", "greedy", "sample")
 TOO_LONG_POLICIES = ("truncate", "error")
 # Source batches are padded to a multiple of this length, so that a compiled search is
 # traced for a few shapes only.
 LENGTH_MULTIPLE = 8
-
-
-# -- vocabulary --------------------------------------------------------------------------------
-
-
-class SentencePieceVocabulary:
-    """Text <-> ids with a SentencePiece `.model` (pad 0, unk 1, bos 2, eos 3), in plain Python.
-
-    The same file as `keras_transformer.data.SubwordVocabulary` reads, without TensorFlow, so
-    that translation runs on any Keras backend.
-
-    Args:
-        path: the `.model` file.
-
-    Example:
-    >>> vocabulary = SentencePieceVocabulary("runs/ende/vocab.model")
-    >>> vocabulary.decode(vocabulary.encode("Hello world."))
-    'Hello world.'
-    """
-
-    def __init__(self, path):
-        import sentencepiece
-
-        self.path = os.fspath(path)
-        if not os.path.isfile(self.path):
-            raise UserInputError(f"vocabulary file {self.path!r} does not exist; give the "
-                                 "SentencePiece .model the model was trained with")
-        self.processor = sentencepiece.SentencePieceProcessor()
-        try:
-            self.processor.load(self.path)
-        except (OSError, RuntimeError) as error:
-            raise UserInputError(f"{self.path!r} is not a SentencePiece model ({error})") from None
-        ids = (self.processor.pad_id(), self.processor.unk_id(), self.processor.bos_id(),
-               self.processor.eos_id())
-        if ids != (0, 1, 2, 3):
-            raise UserInputError(
-                f"{self.path!r} has special ids pad/unk/bos/eos = {ids}, the model expects "
-                "(0, 1, 2, 3); use the vocabulary the model was trained with")
-
-    @property
-    def size(self):
-        return self.processor.get_piece_size()
-
-    def encode(self, text):
-        return self.processor.encode(text, out_type=int)
-
-    def decode(self, ids):
-        return self.processor.decode([int(i) for i in ids])
-
-
-def load_vocabulary(vocabulary):
-    """A vocabulary from a `.model` path; an object with `encode`/`decode` is returned as is."""
-    if isinstance(vocabulary, (str, os.PathLike)):
-        return SentencePieceVocabulary(vocabulary)
-    if hasattr(vocabulary, "encode") and hasattr(vocabulary, "decode"):
-        return vocabulary
-    raise TypeError(f"vocabulary must be a .model path or have encode/decode, got "
-                    f"{type(vocabulary).__name__}")
-
-
-# -- where models come from ---------------------------------------------------------------------
-
-
-def find_model_files(path):
-    """The model and vocabulary files that `path` designates (see the module docstring).
-
-    Args:
-        path: a training run folder, a `.keras` file or a checkpoint prefix.
-
-    Returns:
-        A dict with `kind` ("keras" or "checkpoint"), `model` (the file or prefix), `config`
-        (the `config.json` a checkpoint needs, else None) and `vocabulary` (the `vocab.model`
-        path, or None when there is none where the convention puts it).
-
-    Raises:
-        UserInputError: when `path` is none of these.
-
-    Example:
-    >>> find_model_files("runs/ende")["model"]
-    'runs/ende/averaged.keras'
-    """
-    from keras_transformer.training.output_dir import VOCAB_FILE, OutputDir
-
-    path = os.fspath(path)
-
-    def vocabulary_in(folder):
-        candidate = os.path.join(folder, VOCAB_FILE)
-        return candidate if os.path.isfile(candidate) else None
-
-    if os.path.isdir(path):
-        run = OutputDir(path)
-        if os.path.isfile(run.translation_model):
-            return {"kind": "keras", "model": run.translation_model, "config": None,
-                    "vocabulary": vocabulary_in(path)}
-        checkpoints = _list_checkpoints(run.checkpoint_dir)
-        if checkpoints:
-            return {"kind": "checkpoint", "model": checkpoints[-1], "config": run.model_config,
-                    "vocabulary": vocabulary_in(path)}
-        raise UserInputError(
-            f"{path!r} holds no averaged.keras, model.keras nor checkpoints/: give a training "
-            "output_dir, a .keras file or a checkpoint prefix such as RUN/checkpoints/ckpt-1000")
-    if path.endswith(".keras") and os.path.isfile(path):
-        folder = os.path.dirname(os.path.abspath(path))
-        return {"kind": "keras", "model": path, "config": None,
-                "vocabulary": vocabulary_in(folder)}
-    if os.path.isfile(path + ".index"):
-        run_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-        return {"kind": "checkpoint", "model": path, "config": OutputDir(run_dir).model_config,
-                "vocabulary": vocabulary_in(run_dir)}
-    raise UserInputError(
-        f"cannot load a model from {path!r}: it is not a training output_dir, an existing "
-        ".keras file nor a checkpoint prefix (RUN/checkpoints/ckpt-STEP with a .index file)")
-
-
-def _list_checkpoints(directory):
-    if not os.path.isfile(os.path.join(directory, "checkpoint")):
-        return []
-    from keras_transformer.training.checkpoints import list_checkpoints
-
-    return list_checkpoints(directory)
-
-
-def load_model(path, average_last=None):
-    """A `Transformer` from a run folder, a `.keras` file or a checkpoint prefix.
-
-    Args:
-        path: see `find_model_files`.
-        average_last: with a run folder, average its last N checkpoints instead (paper 6.1).
-
-    Returns:
-        `(model, files)`: the `Transformer` and the dict of `find_model_files`.
-    """
-    if average_last:
-        from keras_transformer.training import average_checkpoints
-        from keras_transformer.training.output_dir import VOCAB_FILE
-
-        model = average_checkpoints(path, last=average_last)
-        vocabulary = os.path.join(os.fspath(path), VOCAB_FILE)
-        return model, {"kind": "average", "model": path, "config": None,
-                       "vocabulary": vocabulary if os.path.isfile(vocabulary) else None}
-    files = find_model_files(path)
-    if files["kind"] == "keras":
-        import keras_transformer.model  # noqa: F401  (registers the serializable classes)
-
-        return keras.saving.load_model(files["model"], compile=False), files
-    if keras.backend.backend() != "tensorflow":
-        raise UserInputError(
-            f"{files['model']} is a TensorFlow checkpoint: load it with KERAS_BACKEND="
-            "tensorflow, or save the model as .keras (keras-transformer average writes one)")
-    import tensorflow as tf
-
-    from keras_transformer.config import TransformerConfig
-    from keras_transformer.model import build_model
-
-    if not os.path.isfile(files["config"]):
-        raise UserInputError(f"cannot find {files['config']!r}, the model config of checkpoint "
-                             f"{files['model']}")
-    with open(files["config"], encoding="utf-8") as file:
-        model = build_model(TransformerConfig.from_json(file.read()))
-    from keras_transformer.training.checkpoints import model_variables
-
-    # Training's checkpoints key the weights by variable path (see model_variables).
-    status = tf.train.Checkpoint(model=model_variables(model)).read(files["model"])
-    status.expect_partial()  # the optimizer state is not needed to translate
-    status.assert_existing_objects_matched()
-    return model, files
 
 
 # -- compiled search ----------------------------------------------------------------------------
@@ -246,8 +90,9 @@ class Translator:
 
     Args:
         model: a `Transformer`, a list of them (an ensemble, `EnsembleDecoder`), or a decoder.
-        vocabulary: the SentencePiece `.model` path, or an object with `encode(text) -> ids`
-            and `decode(ids) -> text`.
+        vocabulary: a `SubwordVocabulary`, the SentencePiece `.model` path, a keras-hub
+            `SentencePieceTokenizer`, or any object with `encode(text) -> ids` and
+            `decode(ids) -> text`.
         beam_size: hypotheses kept per sentence (paper: 4).
         alpha: length penalty (paper: 0.6).
         max_extra_length: output tokens beyond the source length (paper: 50).
@@ -284,7 +129,10 @@ class Translator:
         else:
             self.decoder = as_decoder(model)
         self.model = model
-        self.vocabulary = load_vocabulary(vocabulary)
+        if isinstance(vocabulary, (str, bytes, os.PathLike)) or not (
+                hasattr(vocabulary, "encode") and hasattr(vocabulary, "decode")):
+            vocabulary = load_vocabulary(vocabulary)
+        self.vocabulary = vocabulary  # a SubwordVocabulary, or a stand-in with encode/decode
         vocabulary_size = getattr(self.vocabulary, "size", None)
         if isinstance(vocabulary_size, int) and vocabulary_size > self.decoder.vocab_size:
             raise UserInputError(
@@ -307,7 +155,8 @@ class Translator:
 
         Args:
             path: see the module docstring; a list of paths makes an ensemble.
-            vocabulary: the `.model` file; default: `vocab.model` beside the model.
+            vocabulary: the `.model` file (or a `SubwordVocabulary`); default: the one the
+                model carries, else `vocab.model` beside it.
             average_last: average the run's last N checkpoints (paper 6.1: 5 base, 20 big).
             **options: `Translator` arguments (beam_size, alpha, ...).
 
@@ -315,16 +164,24 @@ class Translator:
         >>> translator = Translator.load("runs/ende", beam_size=4, alpha=0.6)
         """
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
-        models, found_vocabulary = [], None
+        models, found = [], []
         for one_path in paths:
             model, files = load_model(one_path, average_last=average_last)
             models.append(model)
-            found_vocabulary = found_vocabulary or files["vocabulary"]
-        vocabulary = vocabulary or found_vocabulary
+            if files["vocabulary"] is not None:
+                found.append((one_path, files["vocabulary"]))
         if vocabulary is None:
-            raise UserInputError(
-                f"no vocab.model found beside {paths[0]!r}; pass the SentencePiece .model "
-                "the model was trained with (--vocab / vocabulary=)")
+            if not found:
+                raise UserInputError(
+                    f"{paths[0]!r} carries no vocabulary and has no vocab.model beside it; "
+                    "pass the SentencePiece .model the model was trained with (--vocab / "
+                    "vocabulary=)")
+            (first_path, vocabulary), *others = [(p, load_vocabulary(v)) for p, v in found]
+            for other_path, other in others:
+                if other != vocabulary:
+                    raise UserInputError(
+                        f"the ensemble's models have different vocabularies ({first_path!r} "
+                        f"and {other_path!r}); ensemble models trained with one vocabulary")
         return cls(models if len(models) > 1 else models[0], vocabulary, **options)
 
     # -- input -----------------------------------------------------------------------------

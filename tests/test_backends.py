@@ -66,6 +66,9 @@ model_path, vocab_path = sys.argv[1], sys.argv[2]
 outputs = kt.translate(["hello world", "", "a b c"], model=model_path, vocabulary=vocab_path,
                        beam_size=2, max_extra_length=3)
 assert len(outputs) == 3 and outputs[1] == "" and all(isinstance(o, str) for o in outputs)
+# The .keras file carries its vocabulary (a keras-hub tokenizer layer): none needs giving.
+assert kt.translate(["hello world", "", "a b c"], model=model_path, beam_size=2,
+                    max_extra_length=3) == outputs
 assert not any(m.startswith("tensorflow") for m in sys.modules)
 print("OK")
 """
@@ -83,11 +86,16 @@ def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
     sentencepiece.SentencePieceTrainer.train(
         input=str(text), model_prefix=str(tmp_path / "vocab"), vocab_size=40, pad_id=0,
         unk_id=1, bos_id=2, eos_id=3, model_type="bpe", hard_vocab_limit=False)
+    from keras_transformer.data.vocabulary import SubwordVocabulary
+
     config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
-    kt.build_model(config).save(tmp_path / "model.keras")
+    model = kt.build_model(config)
+    model.tokenizer = SubwordVocabulary(tmp_path / "vocab.model").to_tokenizer()
+    (tmp_path / "saved").mkdir()  # no vocab.model beside the model
+    model.save(tmp_path / "saved" / "model.keras")
     env = {**os.environ, "KERAS_BACKEND": "jax"}
     result = subprocess.run(
-        [sys.executable, "-c", TRANSLATE_WITHOUT_TF, str(tmp_path / "model.keras"),
+        [sys.executable, "-c", TRANSLATE_WITHOUT_TF, str(tmp_path / "saved" / "model.keras"),
          str(tmp_path / "vocab.model")], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK" in result.stdout

@@ -11,6 +11,7 @@ from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import (SentencePieceVocabulary, Translator,
                                            find_model_files, translate)
+from keras_transformer.training.output_dir import atomic_save_model
 
 @pytest.fixture(scope="module")
 def vocabulary_path(tmp_path_factory):
@@ -175,3 +176,38 @@ def test_load_errors_say_what_to_give(tmp_path, vocabulary_path):
         SentencePieceVocabulary(tmp_path / "nope.model")
     with pytest.raises(UserInputError, match="has 25 pieces but the model only 8"):
         Translator(model, vocabulary_path)
+
+
+def test_a_model_saved_into_a_run_carries_its_vocabulary(vocabulary_path, tmp_path):
+    """Training saves .keras files with `atomic_save_model`: the file holds the run's
+    SentencePiece model, so it translates with no vocab.model beside it."""
+    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
+    # The reference: the in-memory model with the .model file given explicitly.
+    expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:4])
+    run = _run_folder(tmp_path, vocabulary_path, model)
+    atomic_save_model(model, run / "model.keras")
+    (run / "vocab.model").unlink()
+    moved = tmp_path / "elsewhere.keras"
+    (run / "model.keras").rename(moved)
+    translator = Translator.load(str(moved), max_extra_length=5)
+    assert translator.translate(SENTENCES[:4]) == expected
+    with open(vocabulary_path, "rb") as file:
+        assert translator.vocabulary.model_proto == file.read()
+    # A model saved with no vocabulary, and none beside it, asks for one.
+    bare = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12)
+    bare.save(tmp_path / "bare.keras")
+    with pytest.raises(UserInputError, match="carries no vocabulary.*vocabulary="):
+        Translator.load(str(tmp_path / "bare.keras"))
+    # An ensemble of models with different vocabularies is refused.
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES * 20 + ["xyz"]), model_prefix=str(tmp_path / "other"),
+        vocab_size=40, model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        minloglevel=2)
+    other = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12)
+    other.tokenizer = SentencePieceVocabulary(tmp_path / "other.model").to_tokenizer()
+    other.save(tmp_path / "other.keras")
+    with pytest.raises(UserInputError, match="different vocabularies"):
+        Translator.load([str(moved), str(tmp_path / "other.keras")])

@@ -1,10 +1,13 @@
 """Data for training (paper section 5.1): corpora, the shared subword vocabulary, token batches.
 
-TensorFlow-only (tf.data, tensorflow-text): import it as `keras_transformer.data`; the top-level
-`keras_transformer` package does not import it, so the model stays usable on any Keras backend.
+The pipelines are TensorFlow-only (tf.data, tensorflow-text); the top-level `keras_transformer`
+package does not import them, so the model stays usable on any Keras backend. Names are imported
+on first use: `vocabulary.py` (the one vocabulary class, also used by translation and export)
+needs only `sentencepiece` until a TensorFlow tokenizer is asked for.
 
     corpora.py     readers: two line-aligned text files (optionally .gz), TSV, TFDS; mixing
-    vocabulary.py  SentencePiece training (BPE / unigram) and the tensorflow-text tokenizer
+    vocabulary.py  SentencePiece training (BPE / unigram) and SubwordVocabulary: Python,
+                   keras-hub tokenizer layer and tensorflow-text tokenizer of one model
     batching.py    length buckets and batch sizes under a per-replica token budget
     pipeline.py    make_dataset: text pairs -> ({"source_ids", "target_ids"}, labels) batches
 
@@ -16,45 +19,35 @@ Example:
     >>> batches = data.make_dataset(corpus, vocabulary, token_budget=4096, seed=1)  # doctest: +SKIP
 """
 
-from keras_transformer.data.batching import (
-    bucket_batch_sizes,
-    bucket_boundaries,
-    token_budget_batches,
-)
-from keras_transformer.data.corpora import (
-    CorpusCheck,
-    ParallelCorpus,
-    TextPairCorpus,
-    TfdsCorpus,
-    TsvCorpus,
-    check_corpora,
-    mix_corpora,
-    read_lines,
-)
-from keras_transformer.data.pipeline import (
-    PipelineReport,
-    TranslationPipeline,
-    add_special_ids,
-    make_dataset,
-    num_replicas_in_sync,
-)
-from keras_transformer.data.vocabulary import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    PRESETS,
-    UNK_ID,
-    SubwordVocabulary,
-    round_vocab_size,
-    train_vocabulary,
-)
+import importlib
 
-__all__ = [
-    "BOS_ID", "EOS_ID", "PAD_ID", "UNK_ID", "PRESETS",
-    "CorpusCheck", "ParallelCorpus", "TextPairCorpus", "TsvCorpus", "TfdsCorpus",
-    "check_corpora", "mix_corpora", "read_lines",
-    "SubwordVocabulary", "round_vocab_size", "train_vocabulary",
-    "bucket_boundaries", "bucket_batch_sizes", "token_budget_batches",
-    "PipelineReport", "TranslationPipeline", "add_special_ids", "make_dataset",
-    "num_replicas_in_sync",
-]
+# Public names are resolved on first use (PEP 562), so that `keras_transformer.data.vocabulary`,
+# which translation uses, imports without TensorFlow; the other modules import it.
+_EXPORTS = {
+    "bucket_batch_sizes": "batching", "bucket_boundaries": "batching",
+    "token_budget_batches": "batching",
+    "CorpusCheck": "corpora", "ParallelCorpus": "corpora", "TextPairCorpus": "corpora",
+    "TfdsCorpus": "corpora", "TsvCorpus": "corpora", "check_corpora": "corpora",
+    "mix_corpora": "corpora", "read_lines": "corpora",
+    "PipelineReport": "pipeline", "TranslationPipeline": "pipeline",
+    "add_special_ids": "pipeline", "make_dataset": "pipeline",
+    "num_replicas_in_sync": "pipeline",
+    "BOS_ID": "vocabulary", "EOS_ID": "vocabulary", "PAD_ID": "vocabulary",
+    "UNK_ID": "vocabulary", "PRESETS": "vocabulary", "SubwordVocabulary": "vocabulary",
+    "load_vocabulary": "vocabulary", "round_vocab_size": "vocabulary",
+    "train_vocabulary": "vocabulary",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'keras_transformer.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"keras_transformer.data.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

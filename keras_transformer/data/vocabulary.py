@@ -12,9 +12,17 @@ Ids are fixed for the model: pad 0, unk 1, bos 2, eos 3 (`PAD_ID`, ...). The voc
 rounded up to a multiple of 8, which keeps the embedding and softmax matrices aligned for
 accelerators.
 
-At run time `SubwordVocabulary.make_tokenizer()` gives a tensorflow-text
-`SentencepieceTokenizer`: a TensorFlow op, so it runs inside `tf.data` maps and inside exported
-SavedModels (stock TF Serving has the SentencePiece ops since 2.2).
+`SubwordVocabulary` is the one vocabulary class of data, translation and export, with three
+faces of the same model:
+
+- `encode` / `decode`: plain Python on `sentencepiece`, no TensorFlow (translation on any
+  Keras backend);
+- `make_tokenizer()`: a tensorflow-text `SentencepieceTokenizer`, imported when asked for: a
+  TensorFlow op, so it runs inside `tf.data` maps and inside exported SavedModels (stock TF
+  Serving has the SentencePiece ops since 2.2);
+- `to_tokenizer()`: a keras-hub `SentencePieceTokenizer` layer, which Keras saves inside a
+  `.keras` file (`Transformer(config, tokenizer=...)`), so that a saved model carries its
+  vocabulary.
 
 Normalization (documented round trip): text is normalized with SentencePiece's `nmt_nfkc` rule
 by default, that is Unicode NFKC plus a few NMT-specific mappings (control characters removed,
@@ -215,27 +223,36 @@ def train_vocabulary(
 
 
 class SubwordVocabulary:
-    """A trained SentencePiece model with the project's fixed special ids.
+    """A trained SentencePiece model with the project's fixed special ids: the one vocabulary
+    class of data pipelines, translation and export.
+
+    Plain Python on `sentencepiece` (no TensorFlow), so that translation runs on every Keras
+    backend; the TensorFlow parts (`make_tokenizer`, `tokenize`, `detokenize`) import
+    tensorflow-text when first called.
 
     Args:
-        model_proto: the serialized SentencePiece model (the bytes of a `.model` file).
-        path: where the model was read from, for messages.
+        model: the SentencePiece model: its serialized bytes, or the path of its `.model` file.
+        path: where the bytes were read from, for messages.
 
     Raises:
-        UserInputError: when the model's special ids differ from pad 0, unk 1, bos 2, eos 3
-            (a model trained elsewhere): retrain it with `keras-transformer vocab`.
+        UserInputError: when the model is not a SentencePiece model, or its special ids differ
+            from pad 0, unk 1, bos 2, eos 3 (a model trained elsewhere): retrain it with
+            `keras-transformer vocab`.
 
     Example:
-        >>> vocabulary = SubwordVocabulary.from_file("vocab/ende.model")  # doctest: +SKIP
+        >>> vocabulary = SubwordVocabulary("vocab/ende.model")  # doctest: +SKIP
+        >>> vocabulary.decode(vocabulary.encode("Hello world."))  # doctest: +SKIP
+        'Hello world.'
         >>> ids = vocabulary.tokenize(["Hello world."])  # tf.RaggedTensor  # doctest: +SKIP
-        >>> vocabulary.detokenize(ids).numpy()  # doctest: +SKIP
-        array([b'Hello world.'], dtype=object)
     """
 
-    def __init__(self, model_proto: bytes, path: str = None):
+    def __init__(self, model, path: str = None):
         import sentencepiece
 
-        self.model_proto = bytes(model_proto)
+        if isinstance(model, (str, os.PathLike)):
+            path = os.fspath(model)
+            model = _read_model_file(path)
+        self.model_proto = bytes(model)
         self.path = path
         self.training_seconds = None
         self.processor = sentencepiece.SentencePieceProcessor()
@@ -254,8 +271,9 @@ class SubwordVocabulary:
             raise UserInputError(
                 f"{path or 'SentencePiece model'} has special ids pad={found[PAD_ID]}, "
                 f"unk={found[UNK_ID]}, bos={found[BOS_ID]}, eos={found[EOS_ID]}, but the model "
-                f"expects pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, eos={EOS_ID}; retrain the "
-                "vocabulary with `keras-transformer vocab`"
+                f"expects pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, eos={EOS_ID}; use the "
+                "vocabulary the model was trained with, or retrain it with "
+                "`keras-transformer vocab`"
             )
 
     @classmethod
@@ -268,16 +286,40 @@ class SubwordVocabulary:
         Example:
             >>> vocabulary = SubwordVocabulary.from_file("vocab/ende.model")  # doctest: +SKIP
         """
-        import tensorflow as tf
+        return cls(os.fspath(path))
 
-        path = os.fspath(path)
-        if not tf.io.gfile.exists(path):
-            raise UserInputError(
-                f"vocabulary file {path!r} does not exist; train one with "
-                "`keras-transformer vocab` or check the path"
-            )
-        with tf.io.gfile.GFile(path, "rb") as file:
-            return cls(file.read(), path=path)
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> "SubwordVocabulary":
+        """The vocabulary of a keras-hub `SentencePieceTokenizer` (e.g. `Transformer.tokenizer`
+        of a model loaded from a `.keras` file).
+
+        Example:
+            >>> same = SubwordVocabulary.from_tokenizer(vocabulary.to_tokenizer())  # doctest: +SKIP
+        """
+        if getattr(tokenizer, "proto", None) is None:
+            raise UserInputError(f"the tokenizer {getattr(tokenizer, 'name', tokenizer)!r} "
+                                 "holds no SentencePiece model")
+        return cls(tokenizer.proto, path=f"the tokenizer {tokenizer.name!r}")
+
+    def to_tokenizer(self, **kwargs):
+        """This vocabulary as a keras-hub `SentencePieceTokenizer`: a Keras layer that saves the
+        model inside `.keras` files (as an asset), runs in plain Python on any backend and as
+        tensorflow-text ops inside `tf.data` and `tf.function`.
+
+        `Transformer(config, tokenizer=...)` carries one, so that a saved model translates with
+        no `vocab.model` beside it.
+
+        Args:
+            **kwargs: more `SentencePieceTokenizer` arguments (`name`, `sequence_length`, ...).
+
+        Example:
+            >>> tokenizer = vocabulary.to_tokenizer()  # doctest: +SKIP
+            >>> tokenizer.detokenize(tokenizer.tokenize("Hello world."))  # doctest: +SKIP
+            'Hello world.'
+        """
+        from keras_hub.tokenizers import SentencePieceTokenizer
+
+        return SentencePieceTokenizer(proto=self.model_proto, **kwargs)
 
     @property
     def size(self) -> int:
@@ -336,5 +378,53 @@ class SubwordVocabulary:
         # SentencePiece's normalizer marks spaces with U+2581; the decoder turns them back.
         return self.processor.normalize(text).replace("\u2581", " ").strip()
 
+    def __eq__(self, other):
+        return isinstance(other, SubwordVocabulary) and self.model_proto == other.model_proto
+
+    __hash__ = None
+
     def __repr__(self):
         return f"SubwordVocabulary(size={self.size}, path={self.path!r})"
+
+
+def _read_model_file(path):
+    """The bytes of a `.model` file: local paths in plain Python, `scheme://` paths (GCS, ...)
+    through TensorFlow's file system, imported only for them."""
+    if "://" in path:
+        import tensorflow as tf
+
+        exists, open_file = tf.io.gfile.exists, tf.io.gfile.GFile
+    else:
+        exists, open_file = os.path.isfile, open
+    if not exists(path):
+        raise UserInputError(
+            f"vocabulary file {path!r} does not exist; give the SentencePiece .model the model "
+            "was trained with (`keras-transformer vocab` trains one), or check the path"
+        )
+    with open_file(path, "rb") as file:
+        return file.read()
+
+
+def load_vocabulary(vocabulary) -> SubwordVocabulary:
+    """The `SubwordVocabulary` that `vocabulary` designates.
+
+    Args:
+        vocabulary: a `SubwordVocabulary` (returned as is), the path of a `.model` file, its
+            bytes, or a keras-hub `SentencePieceTokenizer`.
+
+    Raises:
+        UserInputError: for a missing file or a model with other special ids.
+        TypeError: for anything else.
+
+    Example:
+        >>> load_vocabulary("runs/ende/vocab.model").size  # doctest: +SKIP
+        37000
+    """
+    if isinstance(vocabulary, SubwordVocabulary):
+        return vocabulary
+    if isinstance(vocabulary, (str, os.PathLike, bytes)):
+        return SubwordVocabulary(vocabulary)
+    if hasattr(vocabulary, "proto") and hasattr(vocabulary, "detokenize"):
+        return SubwordVocabulary.from_tokenizer(vocabulary)
+    raise TypeError(f"vocabulary must be a SubwordVocabulary, a .model path or a keras-hub "
+                    f"SentencePieceTokenizer, got {type(vocabulary).__name__}")

@@ -59,8 +59,8 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
 
     Args:
         model: a `keras_transformer.Transformer` (TensorFlow backend).
-        vocabulary: the `SubwordVocabulary` (or the path of its `.model` file) the model was
-            trained with.
+        vocabulary: the vocabulary the model was trained with: a `SubwordVocabulary`, the
+            path of its `.model` file, or the `tokenizer` a loaded `.keras` model carries.
         name: the model name, TF Serving's `--model_name`.
         version: a positive integer; None takes the next free one. An existing version is
             never overwritten.
@@ -75,7 +75,7 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
     """
     import keras
 
-    from keras_transformer.data.vocabulary import SubwordVocabulary
+    from keras_transformer.data.vocabulary import load_vocabulary
     from keras_transformer.export.signatures import ServingFunctions
 
     if keras.backend.backend() != "tensorflow":
@@ -83,8 +83,7 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
             f"exporting a SavedModel needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
             f"this process runs {keras.backend.backend()!r}"
         )
-    if not isinstance(vocabulary, SubwordVocabulary):
-        vocabulary = SubwordVocabulary.from_file(vocabulary)
+    vocabulary = load_vocabulary(vocabulary)
     if vocabulary.size != model.config.vocab_size:
         raise UserInputError(
             f"the vocabulary has {vocabulary.size} pieces but the model was built for "
