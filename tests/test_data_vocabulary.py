@@ -147,3 +147,37 @@ def test_cli_vocab_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "Traceback" not in error
     assert cli_main(["vocab", "--output", str(tmp_path / "v")]) == 2
     assert "at least one corpus" in capsys.readouterr().err
+
+
+def test_one_vocabulary_class_under_every_name():
+    import keras_transformer.data
+    import keras_transformer.translation
+
+    vocabulary = multi30k_vocabulary()
+    assert keras_transformer.translation.SentencePieceVocabulary is vocab.SubwordVocabulary
+    assert keras_transformer.data.SubwordVocabulary is vocab.SubwordVocabulary
+    # A path, the file's bytes and the loader give the same vocabulary.
+    with open(vocabulary.path, "rb") as file:
+        model_bytes = file.read()
+    assert vocab.SubwordVocabulary(vocabulary.path) == vocabulary
+    assert vocab.load_vocabulary(model_bytes) == vocabulary
+    assert vocab.load_vocabulary(vocabulary) is vocabulary
+    with pytest.raises(TypeError, match="vocabulary must be"):
+        vocab.load_vocabulary(42)
+
+
+def test_keras_hub_tokenizer_layer_is_the_same_vocabulary():
+    """`to_tokenizer()` (the layer a saved model carries) tokenizes as `encode` does, in
+    Python and as TensorFlow ops, and gives the same vocabulary back."""
+    vocabulary = multi30k_vocabulary()
+    tokenizer = vocabulary.to_tokenizer()
+    assert tokenizer.vocabulary_size() == vocabulary.size
+    assert vocab.SubwordVocabulary.from_tokenizer(tokenizer) == vocabulary
+    assert vocab.load_vocabulary(tokenizer) == vocabulary
+    lines = read_text_lines(shared_data_dir() / "wmt" / "newstest2013.de")[:100]
+    expected = [vocabulary.encode(line) for line in lines]
+    assert [list(map(int, ids)) for ids in tokenizer.tokenize(lines)] == expected
+    graph_ids = tf.function(tokenizer.tokenize)(tf.constant(lines))
+    assert graph_ids.to_list() == expected
+    assert vocabulary.tokenize(tf.constant(lines)).to_list() == expected
+    assert tokenizer.detokenize(expected) == [vocabulary.decode(ids) for ids in expected]

@@ -303,11 +303,13 @@ class SubwordVocabulary:
 
     def to_tokenizer(self, **kwargs):
         """This vocabulary as a keras-hub `SentencePieceTokenizer`: a Keras layer that saves the
-        model inside `.keras` files (as an asset), runs in plain Python on any backend and as
-        tensorflow-text ops inside `tf.data` and `tf.function`.
+        SentencePiece model inside `.keras` files (as an asset) and tokenizes in plain Python
+        on any backend, without TensorFlow.
 
         `Transformer(config, tokenizer=...)` carries one, so that a saved model translates with
-        no `vocab.model` beside it.
+        no `vocab.model` beside it. For `tf.data` and exported graphs use `make_tokenizer()`:
+        the keras-hub layer makes its TensorFlow resource eagerly, when it is created, and
+        `keras.utils.set_random_seed` then invalidates it ("Resource ... does not exist").
 
         Args:
             **kwargs: more `SentencePieceTokenizer` arguments (`name`, `sequence_length`, ...).
