@@ -1,122 +1,214 @@
-"""Checkpoints survive SIGKILL: the same command resumes with step, optimizer state and data
-position, and ends where an uninterrupted run ends."""
+"""Checkpoints: what a checkpoint holds, the time and step triggers (with a controlled clock),
+and restarts past a half-written, corrupt or truncated newest checkpoint.
 
+The SIGKILL-and-restart test of a whole run is tests/test_training_resume.py."""
+
+import logging
 import os
-import signal
-import subprocess
-import time
 
 import keras
+import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_transformer.training import Checkpointer, TrainingConfig, list_checkpoints, train
-from keras_transformer.training.output_dir import OutputDir
-from tests._training_fixtures import (
-    PYTHON,
-    REPO,
-    max_abs_difference,
-    subprocess_env,
-    tiny_config,
-    write_config,
-    write_reverse_corpus,
+from keras_transformer import TransformerConfig, build_model, build_optimizer
+from keras_transformer.errors import UserInputError
+from keras_transformer.training import (
+    CheckpointCallback,
+    Checkpointer,
+    list_checkpoints,
+    train,
 )
+from keras_transformer.training import checkpoints as checkpoints_module
+from tests._training_fixtures import tiny_config, write_reverse_corpus
 
-TRAIN_STEPS = 60
-
-
-def _config(output_dir, corpus):
-    return tiny_config(output_dir, corpus, data={"dev": None},
-                       schedule={"train_steps": TRAIN_STEPS, "eval_every_steps": 20},
-                       checkpoints={"every_steps": 2, "keep_last": 4, "average_last": 2})
+MODEL = TransformerConfig(vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4,
+                          dropout=0.1)
 
 
-def _train_command(config_path):
-    return [PYTHON, "-m", "keras_transformer", "train", "--config", config_path]
+def _model_and_optimizer():
+    transformer = build_model(MODEL)
+    optimizer = build_optimizer(MODEL.d_model)
+    optimizer.build(transformer.trainable_variables)
+    return transformer, optimizer
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("resume")
-    corpus = write_reverse_corpus(directory / "corpus")
-
-    # The reference: the same config, never interrupted.
-    reference = train(_config(directory / "reference", corpus))
-
-    config_path = write_config(directory / "config.json", _config(directory / "killed", corpus))
-    checkpoint_dir = os.path.join(directory, "killed", "checkpoints")
-    process = subprocess.Popen(_train_command(config_path), cwd=REPO, env=subprocess_env(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and process.poll() is None:
-            paths = list_checkpoints(checkpoint_dir) if os.path.isdir(checkpoint_dir) else []
-            if paths and int(paths[-1].rsplit("-", 1)[1]) >= 10:
-                break
-            time.sleep(0.02)
-        assert process.poll() is None, (
-            "the run ended before it could be killed: " + process.stderr.read()[-3000:])
-        process.send_signal(signal.SIGKILL)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-    killed_at = list_checkpoints(checkpoint_dir)[-1]
-
-    resumed = subprocess.run(_train_command(config_path), cwd=REPO, env=subprocess_env(),
-                             capture_output=True, text=True, timeout=240)
-    assert resumed.returncode == 0, resumed.stderr[-6000:]
-    return {"reference": reference, "killed_at": int(killed_at.rsplit("-", 1)[1]),
-            "resumed": resumed, "run_dir": directory / "killed", "corpus": corpus}
+def _write_steps(directory, steps, keep_last=5):
+    """Checkpoints at `steps`; at step s every weight is s and the seed states [s, s].
+    Returns the transformer."""
+    transformer, optimizer = _model_and_optimizer()
+    checkpointer = Checkpointer(directory, transformer, optimizer, keep_last=keep_last)
+    for step in steps:
+        for variable in transformer.weights:
+            variable.assign(np.full(variable.shape, step, variable.dtype))
+        for state in checkpoints_module.seed_generator_states(transformer).values():
+            state.assign([step, step])
+        optimizer.iterations.assign(step)
+        checkpointer.save(step)
+    return transformer
 
 
-def test_restart_continues_from_the_last_checkpoint(runs):
-    assert runs["killed_at"] < TRAIN_STEPS
-    stdout = runs["resumed"].stdout
-    assert f"resumed from the checkpoint of step {runs['killed_at']}" in stdout
-    assert f"trained to step {TRAIN_STEPS}" in stdout
-    steps = [int(p.rsplit("-", 1)[1]) for p in list_checkpoints(runs["run_dir"] / "checkpoints")]
-    assert steps == [54, 56, 58, 60]  # keep_last=4, the newest ones
+def _fresh_checkpointer(directory, write=True):
+    transformer, optimizer = _model_and_optimizer()
+    return Checkpointer(directory, transformer, optimizer, write=write), transformer
 
 
-def test_resumed_run_ends_where_the_uninterrupted_run_ends(runs):
-    """Equal final weights need the step (learning rate), the Adam moments and the data
-    position all restored: any one of them lost changes the weights."""
-    resumed = keras.saving.load_model(OutputDir(runs["run_dir"]).final_model)
-    reference = runs["reference"].model
-    assert max_abs_difference(resumed.get_weights(), reference.get_weights()) < 1e-5
+def test_a_checkpoint_restores_weights_step_and_seed_generators(tmp_path):
+    _write_steps(tmp_path, [3, 7])
+    checkpointer, transformer = _fresh_checkpointer(tmp_path)
+    assert checkpointer.restore_latest() == 7
+    assert all(np.all(keras.ops.convert_to_numpy(v) == 7) for v in transformer.weights)
+    states = checkpoints_module.seed_generator_states(transformer)
+    # One generator per dropout layer with a rate: 3 in the encoder layer (2 residual, 1
+    # embedding), 4 in the decoder (3 residual, 1 embedding).
+    assert len(states) == 7
+    assert all(list(state.numpy()) == [7, 7] for state in states.values())
 
 
-def test_half_written_checkpoint_is_ignored(runs):
+def test_half_written_checkpoint_is_ignored(tmp_path):
     """A kill during a write leaves files that the state file does not list yet."""
-    checkpoint_dir = runs["run_dir"] / "checkpoints"
-    (checkpoint_dir / "ckpt-62.index").write_bytes(b"\x00garbage")
-    (checkpoint_dir / "ckpt-62_temp").mkdir()
-    config = TrainingConfig.from_dict(_config(runs["run_dir"], runs["corpus"]))
-    run = runs["reference"]
-    model = keras.saving.load_model(OutputDir(runs["run_dir"]).final_model)
-    from keras_transformer import build_optimizer
-
-    optimizer = build_optimizer(model.config.d_model, config.schedule.warmup_steps)
-    optimizer.build(model.trainable_variables)
-    checkpointer = Checkpointer(checkpoint_dir, model, optimizer, write=False)
-    assert checkpointer.latest.endswith("ckpt-60")
-    assert checkpointer.restore_latest() == TRAIN_STEPS
-    assert run.step == TRAIN_STEPS
+    _write_steps(tmp_path, [1, 2])
+    (tmp_path / "ckpt-3.index").write_bytes(b"\x00garbage")
+    (tmp_path / "ckpt-3_temp").mkdir()
+    checkpointer, _ = _fresh_checkpointer(tmp_path, write=False)
+    assert checkpointer.latest.endswith("ckpt-2")
+    assert checkpointer.restore_latest() == 2
 
 
-def test_finished_run_is_not_trained_again(runs):
-    result = train(_config(runs["run_dir"], runs["corpus"]))
-    assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
-    assert result.history == {}
+@pytest.mark.parametrize("damage", ["truncated_data", "garbage_index", "missing_data"])
+def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplog, damage):
+    _write_steps(tmp_path, [1, 2, 3])
+    [data_file] = tf.io.gfile.glob(str(tmp_path / "ckpt-3.data-*"))
+    if damage == "truncated_data":
+        size = os.path.getsize(data_file)
+        with open(data_file, "r+b") as file:
+            file.truncate(size // 2)
+    elif damage == "garbage_index":
+        (tmp_path / "ckpt-3.index").write_bytes(os.urandom(200))
+    else:
+        os.remove(data_file)
+    checkpointer, transformer = _fresh_checkpointer(tmp_path)
+    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+        assert checkpointer.restore_latest() == 2
+    assert all(np.all(keras.ops.convert_to_numpy(v) == 2) for v in transformer.weights)
+    assert all(list(s.numpy()) == [2, 2]
+               for s in checkpoints_module.seed_generator_states(transformer).values())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"{tmp_path}/ckpt-3 cannot be read" in message for message in warnings)
+    # Set aside, not deleted, and no longer listed (averaging must not read it).
+    assert os.path.exists(tmp_path / "corrupt" / "ckpt-3.index")
+    assert [os.path.basename(p) for p in list_checkpoints(tmp_path)] == ["ckpt-1", "ckpt-2"]
+    # The run goes on: the next save of step 3 is a new, readable checkpoint (of the state
+    # restored here, at step 2).
+    checkpointer.save(3)
+    again, _ = _fresh_checkpointer(tmp_path)
+    assert again.restore_latest() == 2 and again.restored_path.endswith("ckpt-3")
+
+
+def test_no_readable_checkpoint_is_an_error_that_moves_nothing(tmp_path):
+    _write_steps(tmp_path, [1, 2])
+    for index in tf.io.gfile.glob(str(tmp_path / "ckpt-*.index")):
+        with open(index, "wb") as file:
+            file.write(b"\x00" * 10)
+    checkpointer, _ = _fresh_checkpointer(tmp_path)
+    with pytest.raises(UserInputError, match="none of the checkpoints .* can be read"):
+        checkpointer.restore_latest()
+    assert not os.path.exists(tmp_path / "corrupt")
+    assert len(list_checkpoints(tmp_path)) == 2
+
+
+class _Clock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class _Recorder:
+    def __init__(self):
+        self.steps = []
+
+    def save(self, step):
+        self.steps.append(step)
+
+
+class _Model:
+    def __init__(self):
+        self.optimizer = keras.optimizers.SGD()
+        self.optimizer.build([keras.Variable(0.0)])
+
+
+def _drive(callback, seconds_per_step, steps, clock):
+    """Runs the callback through `steps` updates of `seconds_per_step` each."""
+    model = _Model()
+    callback.set_model(model)
+    callback.on_train_begin()
+    for batch in range(steps):
+        clock.now += seconds_per_step[batch % len(seconds_per_step)]
+        model.optimizer.iterations.assign_add(1)
+        callback.on_train_batch_end(batch)
+    callback.on_train_end()
+
+
+def test_time_trigger_saves_when_the_clock_passes_every_minutes():
+    clock, saved = _Clock(), _Recorder()
+    # 70 s per update: 10 minutes pass during update 9 (630 s), then 18 (1260 s: 630 s after
+    # the save), 27; the end of training saves update 30.
+    _drive(CheckpointCallback(saved, every_minutes=10, clock=clock), [70], 30, clock)
+    assert saved.steps == [9, 18, 27, 30]
+
+
+def test_time_trigger_on_the_exact_minute_and_with_irregular_updates():
+    clock, saved = _Clock(), _Recorder()
+    # Updates of 60 s reach 600 s exactly at update 10: due (>=).
+    _drive(CheckpointCallback(saved, every_minutes=10, clock=clock), [60], 25, clock)
+    assert saved.steps == [10, 20, 25]
+    clock, saved = _Clock(), _Recorder()
+    # 1 s, 1 s, then a 700 s update (an evaluation): save after it; the interval restarts.
+    _drive(CheckpointCallback(saved, every_minutes=10, clock=clock), [1, 1, 700], 6, clock)
+    assert saved.steps == [3, 6]
+
+
+def test_time_and_step_triggers_together():
+    clock, saved = _Clock(), _Recorder()
+    # Every 4 updates, or every 5 minutes at 100 s per update (3 updates after a save);
+    # a step save restarts the time interval too.
+    callback = CheckpointCallback(saved, every_minutes=5, every_steps=4, clock=clock)
+    _drive(callback, [100], 13, clock)
+    assert saved.steps == [3, 4, 7, 8, 11, 12, 13]
+
+
+def test_train_checkpoints_every_minutes(tmp_path, monkeypatch):
+    """`checkpoints.every_minutes` reaches the callback of `train`: with a clock that
+    advances 4 minutes per reading, a save is due at every second update."""
+
+    class FakeTime:
+        now = 0.0
+
+        @classmethod
+        def monotonic(cls):
+            cls.now += 240.0
+            return cls.now
+
+        strftime = staticmethod(__import__("time").strftime)
+
+    monkeypatch.setattr(checkpoints_module, "time", FakeTime)
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=5)
+    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
+                         schedule={"train_steps": 7, "eval_every_steps": 7},
+                         checkpoints={"every_minutes": 7, "every_steps": None, "keep_last": 10,
+                                      "average_last": 0})
+    train(config)
+    # Readings: begin (240 s); update 1 (480: 240 s later, not due); update 2 (720: due,
+    # 480 s >= 420); after the save the clock reads again (960), so the pattern repeats.
+    steps = [int(p.rsplit("-", 1)[1]) for p in list_checkpoints(tmp_path / "run" / "checkpoints")]
+    assert steps == [2, 4, 6, 7]
 
 
 def test_list_checkpoints_with_a_relative_directory(tmp_path, monkeypatch):
     # Runs are usually given as relative paths (runs/quickstart): the listed prefixes must
     # point at the files, not at the directory joined twice.
-    import tensorflow as tf
-
-    from keras_transformer.training import list_checkpoints
-
     monkeypatch.chdir(tmp_path)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
                                          "runs/x/checkpoints", max_to_keep=3)

@@ -1,30 +1,59 @@
 """Checkpoints that survive a crash: every N minutes and/or steps, the last K kept (paper 6.1).
 
-A checkpoint is a `tf.train.Checkpoint` of the model weights (`model`: every variable of the
-Transformer under its Keras path, e.g. `encoder/layer_0/feed_forward/inner/kernel`), the
-optimizer state (`optimizer`: Adam moments, iteration count, loss scale) and the progress
-counters (`tokens_seen`, `loss_seen`, `micro_batches_seen`: the data position), written as
-`checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`. Weights are keyed by path rather than
-through the model object because TensorFlow's object tracking does not see every sub-layer of
-a Keras 3 functional model; by path, averaging and other tools can read them without the
-optimizer (`model_variables`).
+A checkpoint is a `tf.train.Checkpoint` of every piece of state that decides what training
+does next, written as `checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`:
+
+- `model`: every variable of the Transformer under its Keras path (e.g.
+  `encoder/layer_0/feed_forward/inner/kernel`);
+- `optimizer`: Adam moments, iteration count (the step, hence the learning rate), loss scale;
+- `seed_generators`: the state of every dropout layer's `keras.random.SeedGenerator`, so that
+  a resumed run draws the dropout masks the uninterrupted run would have drawn;
+- the counters `tokens_seen`, `loss_seen`, `micro_batches_seen` (logs, and the data position
+  for runs that resume by skipping);
+- `data_iterator` (one-worker, one-replica runs): the training `tf.data` iterator itself
+  (shuffle buffer, shuffle RNG, partly filled length buckets, epoch), so that a resumed run
+  continues from the next batch without re-reading the data consumed so far. Runs under a
+  distribution strategy resume by skipping `micro_batches_seen` batches instead (tf.distribute
+  iterators cannot be checkpointed): as exact, but slower the further the run got.
+
+There is no accumulation state to save: one update is one `fit` step that takes all its
+micro-batches at once (`accumulation.py`), so a checkpoint never falls inside an update.
+
+Weights are keyed by path rather than through the model object because TensorFlow's object
+tracking does not see every sub-layer of a Keras 3 functional model; by path, averaging and
+other tools can read them without the optimizer (`model_variables`). Seed generators have no
+stable path (their names come from a per-process counter), so they are keyed by their order
+in the model's layer tree, which the model config fixes.
 
 Why a crash cannot corrupt one: TensorFlow writes a checkpoint's files under temporary names
 and renames them into place, and only then rewrites the small `checkpoints/checkpoint` state
 file (also atomically: temporary file + rename) that lists the complete checkpoints. Restoring
 reads that list, so a process killed in the middle of a write resumes from the previous
 checkpoint, and the half-written files are overwritten when that step is saved again. Old
-checkpoints beyond `keep_last` are deleted only after a newer one is listed.
+checkpoints beyond `keep_last` are deleted only after a newer one is listed. A listed
+checkpoint that cannot be read (a disk error, a truncated copy) is moved to
+`checkpoints/corrupt/` with a warning and the previous one is restored instead.
 """
 
+import logging
 import os
+import shutil
 import time
 
 import keras
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from keras_transformer.errors import UserInputError
 from keras_transformer.training.training_model import read_value
+
+logger = logging.getLogger(__name__)
+
+# What a failed read of a damaged checkpoint raises: DataLossError (checksum, bad table),
+# NotFoundError (a missing data shard) and other OpErrors, IndexError ("Read less bytes than
+# requested": a truncated file), DecodeError (a damaged object graph). A ValueError (a tensor
+# of another shape) or a failed match means another model instead, not damage.
+_READ_ERRORS = (tf.errors.OpError, IndexError, DecodeError)
 
 
 def model_variables(transformer):
@@ -34,6 +63,29 @@ def model_variables(transformer):
         >>> tf.train.Checkpoint(model=model_variables(model)).read(path)  # doctest: +SKIP
     """
     return {variable.path: variable.value for variable in transformer.weights}
+
+
+def seed_generator_states(transformer):
+    """The state variables of every `keras.random.SeedGenerator` of the model's layers.
+
+    Keras 3 dropout layers draw their masks from their own seed generator, whose state (a
+    small integer variable, advanced at every call in training) is not among the model's
+    `weights`. Keys are the generators' positions in the layer tree (`"0"`, `"1"`, ...).
+    Keras's global seed generator is not included: nothing in the model or the train step
+    draws from it (every random op of the model is seeded by its layer's generator).
+
+    Example:
+        >>> sorted(seed_generator_states(model))[:2]  # doctest: +SKIP
+        ['0', '1']
+    """
+    states = {}
+    seen = set()
+    for layer in transformer._flatten_layers(include_self=True):
+        for generator in getattr(layer, "_seed_generators", ()):
+            if id(generator) not in seen:
+                seen.add(id(generator))
+                states[str(len(states))] = generator.state.value
+    return states
 
 
 class Checkpointer:
@@ -58,12 +110,26 @@ class Checkpointer:
         self.directory = os.fspath(directory)
         self.optimizer = optimizer
         self.write = write
-        counters = {name: getattr(v, "value", v) for name, v in (counters or {}).items()}
-        self.checkpoint = tf.train.Checkpoint(model=model_variables(transformer),
-                                              optimizer=optimizer, **counters)
+        self.keep_last = keep_last
+        self._objects = {"model": model_variables(transformer), "optimizer": optimizer,
+                         **{name: getattr(v, "value", v) for name, v in (counters or {}).items()}}
+        seeds = seed_generator_states(transformer)
+        if seeds:
+            self._objects["seed_generators"] = seeds
+        self.data_iterator = None
+        self.restored_path = None
+        self._new_checkpoint()
+
+    def _new_checkpoint(self):
+        # A fresh Checkpoint object per restore attempt: a failed attempt leaves nothing
+        # (no deferred restoration) behind that could leak into the next one.
+        objects = dict(self._objects)
+        if self.data_iterator is not None:
+            objects["data_iterator"] = self.data_iterator
+        self.checkpoint = tf.train.Checkpoint(**objects)
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.directory, max_to_keep=keep_last, checkpoint_name="ckpt"
-        ) if write else None
+            self.checkpoint, self.directory, max_to_keep=self.keep_last,
+            checkpoint_name="ckpt") if self.write else None
 
     @property
     def latest(self):
@@ -71,30 +137,96 @@ class Checkpointer:
         return tf.train.latest_checkpoint(self.directory)
 
     def restore_latest(self):
-        """Restores the newest complete checkpoint, if any; returns its optimizer step.
+        """Restores the newest readable checkpoint, if any; returns its optimizer step.
+
+        A listed checkpoint that cannot be read (corrupt or truncated files) is reported
+        with a warning and the one before it is restored; the bad one's files are moved to
+        `checkpoints/corrupt/` (by the writing process) so that they are neither read again
+        nor overwritten, and can be inspected.
 
         Raises:
-            UserInputError: when the checkpoint was written by a different model.
+            UserInputError: when the checkpoint was written by a different model, or when no
+                listed checkpoint can be read (then nothing is moved).
         """
-        path = self.latest
-        if path is None:
+        paths = list_checkpoints(self.directory)
+        if not paths:
             return 0
-        status = self.checkpoint.restore(path)
-        try:
-            status.assert_existing_objects_matched()
-        except (AssertionError, ValueError) as error:
-            raise UserInputError(
-                f"checkpoint {path} does not match this model ({error}); it was written by a "
-                "run with another model config: use a new output_dir, or the config of that "
-                "run"
-            ) from None
-        return int(read_value(self.optimizer.iterations))
+        bad = []
+        for path in reversed(paths):
+            try:
+                status = self.checkpoint.restore(path)
+                status.assert_existing_objects_matched()
+                # The data iterator, when saved, is restored later (attach_data_iterator).
+                status.expect_partial()
+            except (AssertionError, ValueError) as error:
+                raise UserInputError(
+                    f"checkpoint {path} does not match this model ({error}); it was written "
+                    "by a run with another model config: use a new output_dir, or the config "
+                    "of that run"
+                ) from None
+            except _READ_ERRORS as error:
+                logger.warning("checkpoint %s cannot be read (%s: %s); falling back to the "
+                               "previous checkpoint", path, type(error).__name__,
+                               str(error).splitlines()[0][:300])
+                bad.append(path)
+                self._new_checkpoint()
+                continue
+            if bad:
+                self._set_aside(bad, paths, path)
+            self.restored_path = path
+            return int(read_value(self.optimizer.iterations))
+        raise UserInputError(
+            f"none of the checkpoints in {self.directory} can be read ({', '.join(paths)}); "
+            "they were left in place: restore a backup copy, or use a new output_dir to train "
+            "from scratch"
+        )
+
+    def _set_aside(self, bad, paths, restored):
+        """Moves unreadable checkpoints to `corrupt/` and lists only the readable ones."""
+        if not self.write:
+            return
+        corrupt_dir = os.path.join(self.directory, "corrupt")
+        os.makedirs(corrupt_dir, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for path in bad:
+            for name in tf.io.gfile.glob(path + ".*"):
+                destination = os.path.join(corrupt_dir, os.path.basename(name))
+                if os.path.exists(destination):  # the same step was set aside before
+                    destination += "." + stamp
+                shutil.move(name, destination)
+            logger.warning("moved the unreadable checkpoint %s to %s", path, corrupt_dir)
+        keep = [path for path in paths if path not in bad]
+        keep = keep[:keep.index(restored) + 1]
+        # The state file lists the readable ones only (written atomically, as the manager
+        # writes it); the manager made next re-reads it.
+        tf.compat.v1.train.update_checkpoint_state(
+            self.directory, model_checkpoint_path=restored, all_model_checkpoint_paths=keep)
+        self._new_checkpoint()
+
+    def attach_data_iterator(self, iterator):
+        """Saves `iterator` (a `tf.data.Iterator`) with every later checkpoint, and gives it
+        the position of the restored checkpoint when that holds one.
+
+        Returns:
+            True when the iterator was restored (the caller must not skip batches).
+        """
+        self.data_iterator = iterator
+        self._new_checkpoint()
+        if self.restored_path is None or not has_data_iterator(self.restored_path):
+            return False
+        tf.train.Checkpoint(data_iterator=iterator).read(self.restored_path).expect_partial()
+        return True
 
     def save(self, step):
         """Writes a checkpoint named by `step` (no-op where this process does not write)."""
         if not self.write:
             return None
         return self.manager.save(checkpoint_number=int(step))
+
+
+def has_data_iterator(path):
+    """Whether the checkpoint at `path` holds the training data iterator's position."""
+    return any(name.startswith("data_iterator/") for name, _ in tf.train.list_variables(path))
 
 
 def list_checkpoints(directory):
@@ -116,17 +248,27 @@ class CheckpointCallback(keras.callbacks.Callback):
     """Saves a checkpoint every `every_minutes` of wall time and/or every `every_steps`
     updates, and once more when training ends.
 
+    The time trigger fires at the end of the first update that finishes `every_minutes` or
+    more after the previous save (or after training began), and restarts the interval there.
+
     Args:
         checkpointer: a `Checkpointer`.
         every_minutes: minutes between checkpoints (None: not by time).
         every_steps: updates between checkpoints (None: not by steps).
+        clock: a function returning seconds (default `time.monotonic`; tests pass a
+            controlled clock).
+
+    Example:
+        >>> callback = CheckpointCallback(checkpointer, every_minutes=10)  # doctest: +SKIP
+        >>> model.fit(data, callbacks=[callback])  # doctest: +SKIP
     """
 
-    def __init__(self, checkpointer, every_minutes=10.0, every_steps=None):
+    def __init__(self, checkpointer, every_minutes=10.0, every_steps=None, clock=None):
         super().__init__()
         self.checkpointer = checkpointer
         self.every_seconds = None if every_minutes is None else every_minutes * 60.0
         self.every_steps = every_steps
+        self.clock = clock or time.monotonic
         self._last_time = None
         self._last_step = None
 
@@ -134,14 +276,14 @@ class CheckpointCallback(keras.callbacks.Callback):
         return int(read_value(self.model.optimizer.iterations))
 
     def on_train_begin(self, logs=None):
-        self._last_time = time.monotonic()
+        self._last_time = self.clock()
         self._last_step = self._step()
 
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
         due_by_steps = self.every_steps is not None and step % self.every_steps == 0
         due_by_time = (self.every_seconds is not None
-                       and time.monotonic() - self._last_time >= self.every_seconds)
+                       and self.clock() - self._last_time >= self.every_seconds)
         if (due_by_steps or due_by_time) and step != self._last_step:
             self._save(step)
 
@@ -152,5 +294,5 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     def _save(self, step):
         self.checkpointer.save(step)
-        self._last_time = time.monotonic()
+        self._last_time = self.clock()
         self._last_step = step

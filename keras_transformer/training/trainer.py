@@ -28,6 +28,7 @@ from keras_transformer.training.callbacks import NaNGuard, StopAtStep, TrainingL
 from keras_transformer.training.checkpoints import (
     CheckpointCallback,
     Checkpointer,
+    has_data_iterator,
     list_checkpoints,
 )
 from keras_transformer.training.config import TrainingConfig
@@ -198,10 +199,21 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
         shuffle_buffer=settings.shuffle_buffer, cache_dir=settings.cache_dir,
         pad_to_bucket_boundary=settings.pad_to_bucket_boundary)
     batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
-    # Data position: the same seed replays the same batches, so skipping the micro-batches
-    # already trained on resumes exactly where the checkpoint was written.
+    # Data position. Without a distribution strategy the data iterator itself is saved in
+    # every checkpoint and restored into the iterator `fit` makes (a restart then costs
+    # what reading one checkpoint costs). Under a strategy (whose iterators cannot be
+    # checkpointed), or from a checkpoint without the iterator, the same seed replays the
+    # same batches, so skipping the micro-batches already trained on resumes exactly where
+    # the checkpoint was written, at the cost of re-reading them.
     consumed = int(read_value(model.micro_batches_seen))
-    if consumed:
+    restored = checkpointer.restored_path
+    by_iterator = _iterators_checkpointable(strategy) and (
+        not consumed or (restored is not None and has_data_iterator(restored)))
+    if by_iterator:
+        model.on_train_iterator = lambda iterator: _attach_iterator(checkpointer, iterator)
+    elif consumed:
+        logger.info("skipping the %d micro-batches trained on before (data position)",
+                    consumed)
         batches = batches.skip(consumed)
     train_data = group_micro_batches(batches, accumulation_steps).prefetch(tf.data.AUTOTUNE)
 
@@ -243,6 +255,30 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     logger.info("trained %d steps in %.0f s", int(read_value(model.optimizer.iterations))
                 - start_step, time.monotonic() - started)
     return fit_history.history
+
+
+def _iterators_checkpointable(strategy):
+    """Whether `fit` iterates over its data with a plain `tf.data.Iterator` (checkpointable):
+    under the default strategy only; tf.distribute's iterators have no checkpoint support."""
+    return strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+
+
+def _attach_iterator(checkpointer, iterator):
+    if not isinstance(iterator, tf.data.Iterator):
+        return
+    started = time.monotonic()
+    try:
+        restored = checkpointer.attach_data_iterator(iterator)
+    except tf.errors.OpError as error:
+        raise UserInputError(
+            f"the data position saved in {checkpointer.restored_path} does not fit this "
+            f"run's data settings ({type(error).__name__}: {str(error).splitlines()[0][:200]});"
+            " the data section of the config changed since it was written: restore it, or "
+            "use a new output_dir"
+        ) from None
+    if restored:
+        logger.info("restored the data position from %s in %.1f s",
+                    checkpointer.restored_path, time.monotonic() - started)
 
 
 def _dev_bleu_callback(config, run, chief):

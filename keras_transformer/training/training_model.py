@@ -56,6 +56,9 @@ class TrainingModel(keras.Model):
     and `loss_seen` (their summed loss) for logs, and `micro_batches_seen`, the data position
     to resume from.
 
+    `on_train_iterator`: if set, called with the data iterator of `fit` before the first
+    batch is drawn from it (the trainer checkpoints it and restores its position there).
+
     Args:
         transformer: the `Transformer` to train.
         label_smoothing: eps_ls (default: the transformer config's).
@@ -92,6 +95,28 @@ class TrainingModel(keras.Model):
             if not layer.built and not layer.weights:
                 layer.built = True
         self.built = True
+        self.on_train_iterator = None
+        self._seen_iterator = None
+
+    def make_train_function(self, force=False):
+        super().make_train_function(force=force)
+        train_function = self.train_function
+        if getattr(train_function, "reports_iterator", False):
+            return train_function
+
+        # Keras creates the iterator of `fit`'s data itself and hands it to the train
+        # function at every step: the only place where it can be reached before its first
+        # batch is drawn.
+        def reporting_train_function(iterator):
+            if iterator is not self._seen_iterator:
+                self._seen_iterator = iterator
+                if self.on_train_iterator is not None:
+                    self.on_train_iterator(iterator)
+            return train_function(iterator)
+
+        reporting_train_function.reports_iterator = True
+        self.train_function = reporting_train_function
+        return reporting_train_function
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Model and optimizer are built before `fit` and nothing is compiled but the

@@ -1,0 +1,225 @@
+"""Exact resume: a run with dropout, killed with SIGKILL 10 times at random points (one of
+them inside a checkpoint write) and restarted with the same command each time, ends with the
+weights of the same run never interrupted.
+
+Equal weights need every piece of training state restored: the weights, the step (learning
+rate), the Adam moments, the dropout layers' seed-generator states and the data position.
+Dropout 0.1 makes the seed generators matter: a resumed run that restarted them from their
+initial state would draw other masks and end elsewhere.
+"""
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import textwrap
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.training import list_checkpoints, train
+from keras_transformer.training.output_dir import OutputDir
+from tests._training_fixtures import (
+    PYTHON,
+    REPO,
+    subprocess_env,
+    tiny_config,
+    write_config,
+    write_reverse_corpus,
+)
+
+TRAIN_STEPS = 40
+KILLS = 10
+SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261125"))
+
+# The command run each time. It is the CLI's `train`, plus one test-only hook: when the file
+# PAUSE_REQUEST exists, the next checkpoint save stops between writing its files and listing
+# them in the `checkpoint` state file (the moment a kill during a write matters) and waits
+# there to be killed.
+RUNNER = textwrap.dedent("""
+    import os, sys, time
+    from tensorflow.python.checkpoint import checkpoint_management
+
+    config, pause_request = sys.argv[1], sys.argv[2]
+    Manager = checkpoint_management.CheckpointManager
+    save, record_state = Manager.save, Manager._record_state
+
+    def pausing_save(self, *args, **kwargs):
+        # Asked before the save starts: the whole save is the one to interrupt.
+        self.pause_in_this_save = os.path.exists(pause_request)
+        return save(self, *args, **kwargs)
+
+    def pausing_record_state(self):
+        if getattr(self, "pause_in_this_save", False):
+            with open(pause_request + ".paused", "w") as file:
+                file.write(self._latest_checkpoint)
+            time.sleep(600)
+        record_state(self)
+
+    Manager.save, Manager._record_state = pausing_save, pausing_record_state
+    from keras_transformer.cli import main
+    sys.exit(main(["train", "--config", config]))
+""")
+
+
+def _config(output_dir, corpus):
+    return tiny_config(output_dir, corpus, data={"dev": None},
+                       model={"dropout": 0.1, "preset": "base", "num_layers": 1, "d_model": 32,
+                              "d_ff": 64, "num_heads": 4},
+                       schedule={"train_steps": TRAIN_STEPS, "eval_every_steps": 20,
+                                 "log_every_steps": 10},
+                       checkpoints={"every_steps": 1, "keep_last": 3, "average_last": 0})
+
+
+def _steps(checkpoint_dir):
+    if not os.path.isdir(checkpoint_dir):
+        return []
+    return [int(path.rsplit("-", 1)[1]) for path in list_checkpoints(checkpoint_dir)]
+
+
+def _wait(predicate, process, seconds=120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.01)
+    raise AssertionError("the training process made no progress in %d s" % seconds)
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("resume")
+    corpus = write_reverse_corpus(directory / "corpus")
+    config = write_config(directory / "config.json", _config(directory / "killed", corpus))
+    runner = directory / "runner.py"
+    runner.write_text(RUNNER)
+    pause_request = directory / "pause-in-save"
+    checkpoint_dir = str(directory / "killed" / "checkpoints")
+    command = [PYTHON, str(runner), config, str(pause_request)]
+
+    rng = random.Random(SEED)
+    # One kill during start-up (before or while restoring), one inside a checkpoint write,
+    # the others a random time after a random number of new checkpoints.
+    modes = ["startup", "write"] + ["steps"] * (KILLS - 2)
+    rng.shuffle(modes)
+    kills = []
+    started = time.monotonic()
+    for mode in modes:
+        before = _steps(checkpoint_dir)
+        resume_step = before[-1] if before else 0
+        process = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            if mode == "startup":
+                time.sleep(rng.uniform(0.5, 4.0))
+            else:
+                target = resume_step + rng.randint(1, 3)
+                alive = _wait(lambda: (_steps(checkpoint_dir) or [0])[-1] >= target, process)
+                assert alive, "the run ended before its kill: " + process.stderr.read()[-3000:]
+                if mode == "write":
+                    pause_request.write_text("pause")
+                    paused = pause_request.with_name(pause_request.name + ".paused")
+                    alive = _wait(paused.exists, process)
+                    assert alive, "the run ended before its kill: " + process.stderr.read()[-3000:]
+                    time.sleep(0.05)
+                else:
+                    time.sleep(rng.uniform(0.0, 0.3))
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        kill = {"mode": mode, "resumed_from": resume_step, "listed": _steps(checkpoint_dir)}
+        if mode == "write":
+            paused = pause_request.with_name(pause_request.name + ".paused")
+            kill["paused_in"] = paused.read_text()
+            kill["unlisted_files"] = os.path.exists(kill["paused_in"] + ".index")
+            pause_request.unlink()
+            paused.unlink()
+        kills.append(kill)
+
+    finished = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
+                              text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-6000:]
+    killed_seconds = time.monotonic() - started
+
+    # The reference: the same config, never interrupted (in this process).
+    reference = train(_config(directory / "reference", corpus))
+    return {"kills": kills, "finished": finished, "reference": reference, "corpus": corpus,
+            "run_dir": directory / "killed", "killed_seconds": killed_seconds}
+
+
+def test_ten_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
+    kills = killed_run["kills"]
+    assert len(kills) == KILLS
+    assert killed_run["finished"].stdout.count(f"trained to step {TRAIN_STEPS}") == 1
+    # Kills were spread over the run: most killed processes had trained further.
+    assert len({kill["listed"][-1] for kill in kills if kill["listed"]}) >= 5
+    resumed = keras.saving.load_model(OutputDir(killed_run["run_dir"]).final_model)
+    reference = killed_run["reference"].model
+    assert len(resumed.weights) == len(reference.weights)
+    # Bitwise: the same ops on the same data in the same order, on one CPU device.
+    for resumed_weight, reference_weight in zip(resumed.weights, reference.weights):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(resumed_weight), keras.ops.convert_to_numpy(
+                reference_weight), err_msg=resumed_weight.path)
+
+
+def test_kill_inside_a_checkpoint_write_resumes_from_the_previous_one(killed_run):
+    [kill] = [kill for kill in killed_run["kills"] if kill["mode"] == "write"]
+    paused_step = int(kill["paused_in"].rsplit("-", 1)[1])
+    # Its files were written, but the state file did not list it: the restart ignored it.
+    assert kill["unlisted_files"]
+    assert kill["listed"][-1] == paused_step - 1
+
+
+def test_checkpoints_hold_the_dropout_seed_and_data_position(killed_run):
+    latest = list_checkpoints(killed_run["run_dir"] / "checkpoints")[-1]
+    reader = tf.train.load_checkpoint(latest)
+    names = [name for name, _ in tf.train.list_variables(latest)]
+    seeds = [name for name in names if name.startswith("seed_generators/")]
+    # One seed generator per dropout layer of the 1+1-layer model with dropout > 0.
+    assert len(seeds) == 7
+    states = [reader.get_tensor(name) for name in seeds]
+    # Dropout drew masks: every state moved from its initial [seed, 0].
+    assert all(state[1] > 0 for state in states)
+    assert any(name.startswith("data_iterator/") for name in names)
+
+
+def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
+    resumed_from = killed_run["kills"][-1]["listed"][-1]
+    stdout = killed_run["finished"].stdout
+    assert f"resumed from the checkpoint of step {resumed_from}" in stdout
+    assert _steps(killed_run["run_dir"] / "checkpoints") == [38, 39, 40]  # keep_last 3
+
+
+def test_finished_run_is_not_trained_again(killed_run):
+    result = train(_config(killed_run["run_dir"], killed_run["corpus"]))
+    assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
+    assert result.history == {}
+
+
+def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
+    """A truncated newest checkpoint: the restart warns, trains on from the one before, and
+    keeps the damaged files aside."""
+    checkpoint_dir = killed_run["run_dir"] / "checkpoints"
+    [data_file] = tf.io.gfile.glob(str(checkpoint_dir / f"ckpt-{TRAIN_STEPS}.data-*"))
+    with open(data_file, "r+b") as file:
+        file.truncate(os.path.getsize(data_file) // 3)
+    config = _config(killed_run["run_dir"], killed_run["corpus"])
+    config["schedule"]["train_steps"] = TRAIN_STEPS + 2
+    with caplog.at_level(logging.WARNING, logger="keras_transformer.training.checkpoints"):
+        result = train(config)
+    assert result.resumed_from_step == TRAIN_STEPS - 1 and result.step == TRAIN_STEPS + 2
+    assert any(f"ckpt-{TRAIN_STEPS} cannot be read" in record.getMessage()
+               for record in caplog.records)
+    assert (checkpoint_dir / "corrupt" / f"ckpt-{TRAIN_STEPS}.index").exists()
+    assert _steps(checkpoint_dir) == [TRAIN_STEPS, TRAIN_STEPS + 1, TRAIN_STEPS + 2]
