@@ -34,6 +34,7 @@ from keras_transformer.data.vocabulary import SubwordVocabulary, load_vocabulary
 from keras_transformer.decoding import (BeamSearch, EnsembleDecoder, as_decoder, greedy_search,
                                         is_hypothesis, sample)
 from keras_transformer.decoding.length_penalty import max_output_lengths
+from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 # Run folders are defined (and their models found and loaded) in training.output_dir, which
 # imports without TensorFlow; the names stay importable from here.
@@ -122,6 +123,8 @@ class Translator:
                              f"{on_too_long!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_decoding_settings(beam_size=beam_size, alpha=alpha,
+                                max_extra_length=max_extra_length, num_hypotheses=num_hypotheses)
         if search != "beam" and num_hypotheses != 1:
             raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
         if isinstance(model, (list, tuple)):
@@ -274,6 +277,7 @@ class Translator:
         single = isinstance(texts, str)
         texts = [texts] if single else texts
         n_best = self.beam_search.num_hypotheses if num_hypotheses is None else num_hypotheses
+        check_decoding_settings(beam_size=self.beam_search.beam_size, num_hypotheses=n_best)
         if n_best != self.beam_search.num_hypotheses:
             if self.search != "beam" or n_best > self.beam_search.beam_size or n_best < 1:
                 raise ValueError(f"num_hypotheses must be in [1, beam_size="

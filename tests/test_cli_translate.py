@@ -43,4 +43,36 @@ def test_translate_errors_are_one_line(run_folder, tmp_path, capsys):
     assert main(["translate", "--model", str(tmp_path / "none")]) == 2
     assert "cannot load a model" in capsys.readouterr().err
     assert main(["translate", "--model", str(run_folder), "--n-best", "5"]) == 2
-    assert "--n-best 5 is larger than --beam-size 4" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("keras-transformer translate: error: --n-best=5 is out "
+                                       "of range: it must be an integer in [1, 4]\n")
+
+
+# The cases of tests/test_decoding_settings.py, as flags: the same rule, named by the flag.
+@pytest.mark.parametrize("flags,message", [
+    (["--beam-size", "0"], "--beam-size=0 is out of range: it must be an integer in [1, inf]"),
+    (["--alpha", "nan"], "--alpha=nan is out of range: it must be a finite number in [0.0, 10.0]"),
+    (["--alpha", "inf"], "--alpha=inf is out of range: it must be a finite number in [0.0, 10.0]"),
+    (["--alpha", "-0.5"],
+     "--alpha=-0.5 is out of range: it must be a finite number in [0.0, 10.0]"),
+    (["--max-extra-length", "-1"],
+     "--max-extra-length=-1 is out of range: it must be an integer in [0, 65536]"),
+    (["--max-extra-length", "2147483647"],
+     "--max-extra-length=2147483647 is out of range: it must be an integer in [0, 65536]"),
+    (["--n-best", "0"], "--n-best=0 is out of range: it must be an integer in [1, 4]"),
+    (["--beam-size", "2", "--n-best", "3"],
+     "--n-best=3 is out of range: it must be an integer in [1, 2]"),
+])
+def test_out_of_range_settings_are_one_line_errors(run_folder, flags, message, capsys,
+                                                   monkeypatch, tmp_path):
+    output = tmp_path / "out.txt"
+    monkeypatch.setattr("sys.stdin", io.StringIO("a dog\n"))
+    assert main(["translate", "--model", str(run_folder), "-o", str(output), *flags]) == 2
+    assert capsys.readouterr().err == f"keras-transformer translate: error: {message}\n"
+    assert not output.exists()  # stopped before opening (or truncating) the output
+
+
+def test_settings_at_their_bounds_translate(run_folder, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("a dog\n"))
+    assert main(["translate", "--model", str(run_folder), "--beam-size", "2", "--n-best", "2",
+                 "--alpha", "10", "--max-extra-length", "0"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2

@@ -3,7 +3,9 @@
 Lines are read in chunks, translated with beam search (paper 6.1 settings by default) and
 written in input order, one translation per line; an empty line gives an empty line. With
 `--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
-layout, INDEX counting from 0).
+layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
+`--max-extra-length`, `--n-best`; see `keras_transformer.decoding.settings`) stops with one
+line that names the flag, the value and the range.
 """
 
 import contextlib
@@ -14,6 +16,10 @@ from keras_transformer.errors import UserInputError
 
 HELP = "translate text with beam search (paper 6.1)"
 EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > newstest2014.hyp.de"
+
+
+SETTING_FLAGS = {"beam_size": "--beam-size", "alpha": "--alpha",
+                 "max_extra_length": "--max-extra-length", "num_hypotheses": "--n-best"}
 
 
 def add_model_arguments(parser):
@@ -35,9 +41,11 @@ def add_model_arguments(parser):
     group.add_argument("--search", choices=("beam", "greedy", "sample"), default="beam")
     group.add_argument("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
     group.add_argument("--alpha", type=float, default=0.6,
-                       help="length penalty ((5+|Y|)/6)^alpha; default: 0.6 (paper 6.1)")
+                       help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 "
+                            "(paper 6.1)")
     group.add_argument("--max-extra-length", type=int, default=50,
-                       help="output length cap = input length + this; default: 50 (paper 6.1)")
+                       help="output length cap = input length + this, in [0, 65536]; "
+                            "default: 50 (paper 6.1)")
     group.add_argument("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
     group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     group.add_argument("--seed", type=int, help="sampling seed")
@@ -52,14 +60,14 @@ def add_model_arguments(parser):
 def translator_from_args(args, num_hypotheses=1):
     from keras_transformer.translation import Translator
 
-    for name in ("beam_size", "batch_size"):
-        if getattr(args, name) < 1:
-            raise UserInputError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_extra_length < 0:
-        raise UserInputError("--max-extra-length must be >= 0")
-    if num_hypotheses > args.beam_size:
-        raise UserInputError(f"--n-best {num_hypotheses} is larger than --beam-size "
-                             f"{args.beam_size}")
+    from keras_transformer.decoding.settings import check_decoding_settings
+
+    if args.batch_size < 1:
+        raise UserInputError("--batch-size must be at least 1")
+    # The ranges of translate() and the SavedModel, named by their flags.
+    check_decoding_settings(beam_size=args.beam_size, alpha=args.alpha,
+                            max_extra_length=args.max_extra_length,
+                            num_hypotheses=num_hypotheses, labels=SETTING_FLAGS)
     if args.search == "sample" and args.temperature <= 0:
         raise UserInputError("--temperature must be > 0")
     return Translator.load(
@@ -97,8 +105,6 @@ def _open(path, mode, default):
 
 
 def run(args):
-    if args.n_best < 1:
-        raise UserInputError("--n-best must be at least 1")
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
     translator = translator_from_args(args, num_hypotheses=args.n_best)
