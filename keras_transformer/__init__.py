@@ -27,6 +27,8 @@ _EXPORTS = {
     "greedy_search": "keras_transformer.decoding",
     "Translator": "keras_transformer.translation",
     "translate": "keras_transformer.translation",
+    "Parser": "keras_transformer.parsing.parser",
+    "parse": "keras_transformer.parsing.parser",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -42,9 +42,10 @@ def test_linearize_depth_first(pos_tags, closing_labels, expected):
      ("extra_word_slots",)),
     ("(S (NP )NP XX XX (VP )VP XX XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
      ("empty_constituents",)),
-    ("", "(TOP (XX the) (XX dog) (XX barks) (XX .))", ("missing_word_slots",)),
-    (")S )S", "(TOP (XX the) (XX dog) (XX barks) (XX .))", ("extra_closing",
-                                                            "missing_word_slots")),
+    # No phrase at all: an S over every word.
+    ("", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))", ("missing_word_slots",)),
+    (")S XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))", ("extra_closing",
+                                                                  "missing_word_slots")),
 ])
 def test_repairs_by_hand(sequence, expected, repairs):
     result = Linearizer().delinearize(sequence, WORDS)

@@ -14,7 +14,8 @@ root is implied: the sequence holds TOP's children. Both choices are options of
 `Linearizer.delinearize` turns **any** token sequence into a well-formed tree over exactly
 the given words, never raising: closing brackets that close nothing are dropped, brackets
 left open are closed, word slots beyond the words are dropped, words without a slot are
-attached to the last top-level constituent, constituents left without words are removed, and
+attached to the last top-level constituent (or, when there is none, an `S` is put over all
+words), constituents left without words are removed, and
 when all that does not give a tree over the words (it always should) a flat
 `(TOP (S (XX w1) (XX w2) ...))` is the last resort. What was repaired is returned with the
 tree, so that callers can report how many outputs needed it.
@@ -154,9 +155,12 @@ class Linearizer:
             repairs.add("unclosed_brackets")
         if next_word < len(words):
             repairs.add("missing_word_slots")
+            missing = [Tree(WORD_SLOT, [w]) for w in words[next_word:]]
             phrases = [c for c in root.children if not c.is_preterminal()]
-            home = phrases[-1] if phrases else root
-            home.children.extend(Tree(WORD_SLOT, [w]) for w in words[next_word:])
+            if phrases:
+                phrases[-1].children.extend(missing)
+            else:  # a sentence node over everything, as the flat fallback
+                root.children = [Tree("S", root.children + missing)]
         if _prune_empty(root):
             repairs.add("empty_constituents")
         if root.leaves() != words:  # cannot happen by construction; kept as the last resort

@@ -1,0 +1,77 @@
+"""`keras-transformer parse`: sentences from stdin (or a file) to trees on stdout (or a file).
+
+One PTB-tokenized sentence per line in (words separated by spaces, `(` and `)` may be given
+as is or as `-LRB-` / `-RRB-`), one bracketed tree per line out, in input order; an empty line
+gives `(TOP)`. `--tokenize` tokenizes raw text first, the Penn Treebank way (nltk's
+`TreebankWordTokenizer`: `pip install keras-nmt-transformer[parsing]`). Decoding defaults to
+section 6.3's settings: beam 21, alpha 0.3, output length input + 300. Every output is a well-formed tree over exactly the input words; the
+count of outputs that needed repair goes to stderr.
+"""
+
+import itertools
+import sys
+import time
+
+from keras_transformer.cli.translate import _open, add_model_arguments, translator_from_args
+from keras_transformer.errors import UserInputError
+
+HELP = "parse sentences into constituency trees (paper 6.3)"
+EXAMPLE = "keras-transformer parse --model runs/ptb_parsing_wsj < sentences.txt > trees.txt"
+
+
+def add_arguments(parser):
+    from keras_transformer.parsing.parser import PAPER_DECODING
+
+    add_model_arguments(parser)
+    for action in parser._actions:
+        default = {"beam_size": PAPER_DECODING["beam_size"], "alpha": PAPER_DECODING["alpha"],
+                   "max_extra_length": PAPER_DECODING["max_extra_length"]}.get(action.dest)
+        if default is not None:
+            action.default = default
+            action.help = f"default: {default} (paper 6.3)"
+    group = parser.add_argument_group("input and output")
+    group.add_argument("-i", "--input", metavar="FILE",
+                       help="sentences, one per line (default: stdin)")
+    group.add_argument("-o", "--output", metavar="FILE", help="trees (default: stdout)")
+    group.add_argument("--tokenize", action="store_true",
+                       help="the input is raw text: tokenize it the Penn Treebank way first")
+    group.add_argument("--chunk-size", type=int, default=256, metavar="LINES",
+                       help="lines read and parsed at a time (default: 256)")
+
+
+def run(args):
+    from keras_transformer.parsing.parser import Parser, read_parsing_settings
+
+    if args.chunk_size < 1:
+        raise UserInputError("--chunk-size must be at least 1")
+    if len(args.model) > 1:
+        raise UserInputError("parse takes one --model (ensembles are for translate)")
+    tokenizer = None
+    if args.tokenize:
+        try:
+            from nltk.tokenize import TreebankWordTokenizer
+        except ImportError:
+            raise UserInputError("--tokenize needs nltk (the Penn Treebank tokenizer): pip "
+                                 "install 'keras-nmt-transformer[parsing]', or give "
+                                 "tokenized text") from None
+        tokenizer = TreebankWordTokenizer()
+    parser = Parser(translator_from_args(args), read_parsing_settings(args.model[0]))
+    count = repaired = 0
+    start = time.perf_counter()
+    with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
+        lines = (line.rstrip("\r\n") for line in source)
+        while True:
+            chunk = list(itertools.islice(lines, args.chunk_size))
+            if not chunk:
+                break
+            if tokenizer is not None:
+                chunk = [" ".join(tokenizer.tokenize(line)) for line in chunk]
+            for tree in parser.parse(chunk):
+                out.write(str(tree) + "\n")
+            out.flush()
+            count += len(chunk)
+            repaired += parser.last_repaired
+    seconds = time.perf_counter() - start
+    print(f"parsed {count} sentences in {seconds:.1f} s ({count / max(seconds, 1e-9):.2f} "
+          f"sentences/s); {repaired} output(s) needed repair", file=sys.stderr)
+    return 0

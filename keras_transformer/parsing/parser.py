@@ -1,0 +1,154 @@
+"""`Parser` and `parse`: tokenized words in, constituency trees out (paper section 6.3).
+
+A parser is a trained translation model from words to linearized trees (`linearization`),
+decoded with the paper's parsing settings: beam 21, alpha 0.3, maximum output length input +
+300 (`PAPER_DECODING`). Every output becomes a tree over exactly the input words, repaired
+when the decoder's sequence is not well formed; `Parser.last_repairs` counts what the last
+call had to repair.
+
+A run folder trained by `pipelines/ptb_parsing.py` holds `parsing.json` with its
+`Linearizer` options (POS tags or `XX` slots, labelled closing brackets); `Parser.load`
+reads it. Words `(` and `)` are given to the model as the treebank spells them, `-LRB-` and
+`-RRB-`, so that trees print unambiguously.
+
+Example:
+>>> parse([["The", "dog", "barks", "."]], model="runs/ptb_parsing_wsj")  # doctest: +SKIP
+[Tree('(TOP (S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .)))')]
+"""
+
+import collections
+import json
+import os
+
+from keras_transformer.errors import UserInputError
+from keras_transformer.parsing.linearization import Linearizer
+
+# Section 6.3: "we increased the maximum output length to input length + 300. We used a beam
+# size of 21 and alpha = 0.3 for both WSJ only and the semi-supervised setting."
+PAPER_DECODING = {"beam_size": 21, "alpha": 0.3, "max_extra_length": 300}
+PARSING_FILE = "parsing.json"
+_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+
+
+def read_parsing_settings(path):
+    """The `Linearizer` recorded in `parsing.json` of a run folder (or beside a model file);
+    the default `Linearizer()` when there is none."""
+    path = os.fspath(path)
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if os.path.basename(folder) == "checkpoints":
+        folder = os.path.dirname(folder)
+    settings = os.path.join(folder, PARSING_FILE)
+    if not os.path.isfile(settings):
+        return Linearizer()
+    try:
+        with open(settings, encoding="utf-8") as file:
+            return Linearizer.from_dict(json.load(file))
+    except (OSError, ValueError, TypeError) as error:
+        raise UserInputError(f"cannot read the parsing settings {settings!r}: {error}") from None
+
+
+def write_parsing_settings(folder, linearizer):
+    from keras_transformer.training.output_dir import atomic_write
+
+    with atomic_write(os.path.join(folder, PARSING_FILE)) as file:
+        json.dump(linearizer.to_dict(), file, indent=2, sort_keys=True)
+
+
+def _words(sentence, index):
+    if isinstance(sentence, str):
+        words = sentence.split()
+    elif isinstance(sentence, (list, tuple)) and all(isinstance(w, str) for w in sentence):
+        words = list(sentence)
+    else:
+        raise TypeError(f"sentences[{index}] must be a list of words or a string of "
+                        f"space-separated words, got {type(sentence).__name__}")
+    return [_ESCAPES.get(word, word) for word in words]
+
+
+class Parser:
+    """A constituency parser: a translation model from words to linearized trees.
+
+    Args:
+        translator: a `keras_transformer.Translator` (its search settings are used).
+        linearizer: the `Linearizer` the model was trained with.
+
+    Example:
+    >>> parser = Parser.load("runs/ptb_parsing_wsj")  # doctest: +SKIP
+    >>> [str(tree) for tree in parser.parse(["It works ."])]  # doctest: +SKIP
+    ['(TOP (S (NP (XX It)) (VP (XX works)) (XX .)))']
+    """
+
+    def __init__(self, translator, linearizer=None):
+        self.translator = translator
+        self.linearizer = linearizer or Linearizer()
+        self.last_repairs = collections.Counter()
+        self.last_repaired = 0
+
+    @classmethod
+    def load(cls, path, beam_size=PAPER_DECODING["beam_size"], alpha=PAPER_DECODING["alpha"],
+             max_extra_length=PAPER_DECODING["max_extra_length"], linearizer=None, **options):
+        """A parser for a run folder, a `.keras` file or a checkpoint prefix.
+
+        Args:
+            path: see `keras_transformer.Translator.load`.
+            beam_size, alpha, max_extra_length: the search (default: section 6.3's).
+            linearizer: default: the run's `parsing.json`.
+            **options: other `Translator` arguments (batch_size, ...).
+        """
+        from keras_transformer.translation import Translator
+
+        translator = Translator.load(path, beam_size=beam_size, alpha=alpha,
+                                     max_extra_length=max_extra_length, **options)
+        return cls(translator, linearizer or read_parsing_settings(path))
+
+    def parse_sequences(self, sentences):
+        """The decoder's raw token sequences (strings) for `sentences`."""
+        words = [_words(sentence, i) for i, sentence in enumerate(sentences)]
+        return self.translator.translate([" ".join(w) for w in words])
+
+    def parse_with_repairs(self, sentences):
+        """`Delinearized` results (tree and repairs) for `sentences`."""
+        if isinstance(sentences, str):
+            raise TypeError("sentences must be a list (of word lists or strings), got one str; "
+                            "wrap it in a list")
+        words = [_words(sentence, i) for i, sentence in enumerate(sentences)]
+        sequences = self.translator.translate([" ".join(w) for w in words])
+        results = [self.linearizer.delinearize(sequence, sentence_words)
+                   for sequence, sentence_words in zip(sequences, words)]
+        self.last_repairs = collections.Counter(r for result in results for r in result.repairs)
+        self.last_repaired = sum(result.repaired for result in results)
+        return results
+
+    def parse(self, sentences):
+        """Trees (`parsing.trees.Tree`, TOP-rooted) for a list of tokenized sentences.
+
+        Args:
+            sentences: each a list of words, or a string of space-separated words (PTB
+                tokenization, as the treebank).
+
+        Returns:
+            One `Tree` per sentence, in order; an empty sentence gives `(TOP)`.
+        """
+        return [result.tree for result in self.parse_with_repairs(sentences)]
+
+    __call__ = parse
+
+
+def parse(sentences, model, **options):
+    """Parses tokenized sentences with a trained parser (beam 21, alpha 0.3, input + 300).
+
+    Args:
+        sentences: a list of word lists (or of space-separated strings).
+        model: a `Parser`, or a path (run folder, `.keras` file, checkpoint prefix).
+        **options: `Parser.load` arguments (beam_size, alpha, ...), when `model` is a path.
+
+    Returns:
+        A list of `Tree`s.
+
+    Example:
+    >>> trees = parse([["It", "works", "."]], model="runs/ptb_parsing_wsj")  # doctest: +SKIP
+    >>> str(trees[0])  # doctest: +SKIP
+    '(TOP (S (NP (XX It)) (VP (XX works)) (XX .)))'
+    """
+    parser = model if isinstance(model, Parser) else Parser.load(model, **options)
+    return parser.parse(sentences)

@@ -1,0 +1,247 @@
+"""English constituency parsing (paper section 6.3, Table 4) on the data we have.
+
+Reads the Penn Treebank WSJ sample (`$KT_DATA_DIR/treebank/wsj_sample.{train,dev}.trees`,
+3396 / 273 gold trees) and, with `--data wsj+gum`, the GUM silver trees
+(`$KT_DATA_DIR/gum/gum_const.train.trees`, 10224 parser-produced trees: the analogue of the
+paper's semi-supervised corpus); preprocesses them (function tags, `-NONE-`, TOP root),
+linearizes them as Vinyals et al. (2015) (`keras_transformer.parsing.linearization`), trains a
+parsing vocabulary and a Transformer with `keras_transformer.training.train` (the translation
+trainer: words in, bracket sequence out), averages the last checkpoints, parses the WSJ dev
+set with beam 21, alpha 0.3, output length input + 300, and scores it with EVALB's
+COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
+
+Two sizes:
+
+- default: the paper's model, `parsing_wsj` (4 layers, d_model 1024, vocabulary 16K) for
+  `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with 25000-token updates:
+  for an accelerator (the paper does not give the step count; 20000 here);
+- `--cpu`: a model sized for 2 CPU cores and at most 2 hours (4 layers, d_model 256, d_ff
+  1024, h 4, dropout 0.3, an 8000-piece vocabulary, 4096-token updates). These settings
+  are a starting point, not yet selected on dev: the dev comparison is the next step (see
+  README's parsing section for the commands).
+
+With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
+3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
+
+Outputs in the run folder (default `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
+files, `parsing.json` (the linearization), `data/` (the parallel text and the vocabulary),
+`dev.parsed.trees` (the parser's trees, `XX` slots unless `--pos-tags`), `dev.gold.trees`
+(preprocessed gold) and `dev.scored.trees` (the parses with the gold POS tags put in, which
+EVALB needs to delete punctuation in both trees alike; tags do not count in F1). The same
+command again resumes an interrupted run, or only re-scores a finished one.
+
+    python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
+        [--output-dir DIR] [--train-steps N] [--pos-tags] [--no-closing-labels]
+        [--beam-size 21] [--alpha 0.3] [--dev-lines N] [--set KEY=VALUE ...]
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_transformer.errors import UserInputError  # noqa: E402
+from keras_transformer.parsing.linearization import Linearizer  # noqa: E402
+
+PAPER_SIZE = {
+    "wsj": {"preset": "parsing_wsj", "max_length": 1024},
+    "wsj+gum": {"preset": "parsing_semi", "max_length": 1024},
+}
+# 2 CPU cores, at most 2 hours: a starting point, to be selected on dev.
+CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "num_heads": 4,
+            "key_dim": 64, "value_dim": 64, "dropout": 0.3, "max_length": 1024}
+CPU_VOCAB_SIZE = 8000
+
+
+def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
+    """Writes the parallel text and the vocabulary under `OUTPUT/data/` (once: a re-run reuses
+    them; a run folder prepared otherwise is refused) and `OUTPUT/parsing.json`.
+
+    Returns:
+        A dict: `train` (list of (source, target) paths), `dev` (source, target), `vocab`
+        (the .model path), `dev_trees` (the preprocessed gold dev trees).
+    """
+    from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
+    from keras_transformer.parsing.parser import write_parsing_settings
+    from keras_transformer.parsing.trees import read_preprocessed
+    from keras_transformer.training.output_dir import atomic_write
+
+    folder = os.path.join(output_dir, "data")
+    stamp_path = os.path.join(folder, "PREPARATION.json")
+    stamp = {"data": data, "linearizer": linearizer.to_dict(), "vocab_size": vocab_size}
+    sources = {"wsj": ("treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees"),
+               "gum": ("gum/gum_const.train.trees", None)}
+    names = ["wsj"] + (["gum"] if data == "wsj+gum" else [])
+    dev_trees = read_preprocessed(os.path.join(data_dir, sources["wsj"][1]))
+    paths = {"train": [os.path.join(folder, f"{name}.train") for name in names],
+             "dev": os.path.join(folder, "wsj.dev"),
+             "vocab": os.path.join(folder, "parsing_vocab.model")}
+    if os.path.exists(stamp_path):
+        with open(stamp_path, encoding="utf-8") as file:
+            done = json.load(file)
+        if done != stamp:
+            raise UserInputError(f"{output_dir} was prepared with {done}, not {stamp}; give "
+                                 "another --output-dir, or the options it was trained with")
+    else:
+        os.makedirs(folder, exist_ok=True)
+        for name, prefix in zip(names, paths["train"]):
+            trees = read_preprocessed(os.path.join(data_dir, sources[name][0]))
+            write_parallel(trees, linearizer, prefix)
+        write_parallel(dev_trees, linearizer, paths["dev"])
+        _, size = train_parsing_vocabulary([p + ".words" for p in paths["train"]],
+                                           [p + ".trees.lin" for p in paths["train"]],
+                                           paths["vocab"], vocab_size)
+        print(f"parsing vocabulary: {size} pieces ({paths['vocab']})")
+        write_parsing_settings(output_dir, linearizer)
+        with atomic_write(stamp_path) as file:
+            json.dump(stamp, file, indent=2, sort_keys=True)
+    return {"train": [(p + ".words", p + ".trees.lin") for p in paths["train"]],
+            "dev": (paths["dev"] + ".words", paths["dev"] + ".trees.lin"),
+            "vocab": paths["vocab"], "dev_trees": dev_trees}
+
+
+def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
+                   gum_weight=1.0, precision="float32"):
+    """The recipe as a `TrainingConfig` dict."""
+    model = dict(CPU_SIZE if cpu else PAPER_SIZE[data])
+    train = [{"source": s, "target": t, "weight": 1.0 if i == 0 else gum_weight}
+             for i, (s, t) in enumerate(corpus["train"])]
+    if cpu:
+        schedule = {"train_steps": train_steps or 4000, "warmup_steps": 1000,
+                    "learning_rate_scale": 1.0, "tokens_per_update": 4096,
+                    "eval_every_steps": 500, "log_every_steps": 50}
+        checkpoints = {"every_minutes": None, "every_steps": 200, "keep_last": 10,
+                       "average_last": 10}
+    else:
+        schedule = {"train_steps": train_steps or 20000, "warmup_steps": 4000,
+                    "tokens_per_update": 25000, "eval_every_steps": 1000,
+                    "log_every_steps": 100}
+        checkpoints = {"every_minutes": 10.0, "keep_last": 5, "average_last": 5}
+    return {
+        "output_dir": output_dir,
+        "model": model,
+        # Outputs are about 2.6 tokens per word: 512 pieces keep every WSJ sample tree but the
+        # longest (249 words).
+        "data": {"train": train, "dev": {"source": corpus["dev"][0],
+                                         "target": corpus["dev"][1]},
+                 "vocab": corpus["vocab"], "token_budget": 4096, "max_length": 512,
+                 "shuffle_buffer": 20_000},
+        "schedule": schedule,
+        "checkpoints": checkpoints,
+        "precision": precision,
+    }
+
+
+def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
+                 max_extra_length=300, lines=None, batch_size=32):
+    """Parses the dev set with the averaged model and scores it (EVALB, COLLINS.prm).
+
+    Returns:
+        `(report, figures)`: the `EvalbReport` and a dict of the headline figures.
+    """
+    from keras_transformer.parsing.evalb import evaluate
+    from keras_transformer.parsing.linearization import with_tags
+    from keras_transformer.parsing.parser import Parser
+    from keras_transformer.training.output_dir import atomic_write
+
+    gold = dev_trees[:lines]
+    parser = Parser.load(output_dir, beam_size=beam_size, alpha=alpha,
+                         max_extra_length=max_extra_length, linearizer=linearizer,
+                         batch_size=batch_size)
+    start = time.perf_counter()
+    parsed = parser.parse([tree.leaves() for tree in gold])
+    seconds = time.perf_counter() - start
+    # XX slots carry no tags: the gold tags go in for EVALB, which deletes punctuation by each
+    # tree's own tags (F1 counts no tags).
+    scored = [tree if linearizer.pos_tags else with_tags(tree, [t for _, t in g.pos()])
+              for tree, g in zip(parsed, gold)]
+    for name, trees in (("dev.parsed.trees", parsed), ("dev.scored.trees", scored),
+                        ("dev.gold.trees", gold)):
+        with atomic_write(os.path.join(output_dir, name)) as file:
+            file.writelines(str(tree) + "\n" for tree in trees)
+    report = evaluate([str(t) for t in gold], [str(t) for t in scored])
+    figures = {"sentences": len(gold), "parse_seconds": round(seconds, 1),
+               "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
+               "repaired": parser.last_repaired, "repairs": dict(parser.last_repairs),
+               "beam_size": beam_size, "alpha": alpha, "max_extra_length": max_extra_length}
+    return report, figures
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", choices=["wsj", "wsj+gum"], default="wsj",
+                        help="wsj: the gold WSJ sample only; wsj+gum: plus the GUM silver "
+                             "trees (the semi-supervised analogue)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="the model sized for 2 CPU cores and 2 hours (default: the "
+                             "paper's parsing_wsj / parsing_semi)")
+    parser.add_argument("--data-dir", default=None,
+                        help="the shared data folder (default: $KT_DATA_DIR)")
+    parser.add_argument("--output-dir", default=None, help="the run folder")
+    parser.add_argument("--train-steps", type=int, default=None,
+                        help="optimizer updates (default: 20000, --cpu 4000)")
+    parser.add_argument("--vocab-size", type=int, default=None,
+                        help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
+                             f"{CPU_VOCAB_SIZE})")
+    parser.add_argument("--gum-weight", type=float, default=1.0,
+                        help="sampling weight of the GUM trees against WSJ's 1.0")
+    parser.add_argument("--pos-tags", action="store_true",
+                        help="word slots are POS tags (default: XX, as Vinyals et al.)")
+    parser.add_argument("--no-closing-labels", action="store_true",
+                        help="close constituents with a bare ')' (default: ')NP')")
+    parser.add_argument("--beam-size", type=int, default=21, help="default: 21 (paper 6.3)")
+    parser.add_argument("--alpha", type=float, default=0.3, help="default: 0.3 (paper 6.3)")
+    parser.add_argument("--max-extra-length", type=int, default=300,
+                        help="output length cap = input + this; default: 300 (paper 6.3)")
+    parser.add_argument("--dev-lines", type=int, default=None,
+                        help="parse only the first N dev trees (a smoke test; default: all)")
+    parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
+                        default="float32", help="training numerics (default: float32)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        dest="overrides", help="override a TrainingConfig key (repeatable)")
+    args = parser.parse_args(argv)
+
+    data_dir = args.data_dir or os.environ.get("KT_DATA_DIR")
+    if not data_dir:
+        print("ptb_parsing: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)",
+              file=sys.stderr)
+        return 2
+    name = args.data.replace("+", "_")
+    output_dir = args.output_dir or f"runs/ptb_parsing_{name}{'_cpu' if args.cpu else ''}"
+    linearizer = Linearizer(pos_tags=args.pos_tags, closing_labels=not args.no_closing_labels)
+    vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else
+                                     {"wsj": 16000, "wsj+gum": 32000}[args.data])
+    try:
+        from keras_transformer.training import TrainingConfig, train
+        from keras_transformer.training.config import apply_overrides
+
+        corpus = prepare_corpus(data_dir, output_dir, args.data, linearizer, vocab_size)
+        values = parsing_config(corpus, output_dir, args.data, args.cpu, args.train_steps,
+                                args.gum_weight, args.precision)
+        config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
+        started = time.perf_counter()
+        result = train(config)
+        train_seconds = time.perf_counter() - started
+        print(result.summary())
+        report, figures = evaluate_dev(output_dir, corpus["dev_trees"], linearizer,
+                                       args.beam_size, args.alpha, args.max_extra_length,
+                                       args.dev_lines)
+    except UserInputError as error:
+        print(f"ptb_parsing: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wsj_sample.dev, {figures['sentences']} sentences, beam {args.beam_size}, alpha "
+          f"{args.alpha}: parsed in {figures['parse_seconds']} s "
+          f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
+          f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees")
+    print(report.format())
+    print(report.to_json(pipeline="ptb_parsing", data=args.data, cpu=args.cpu,
+                         step=result.step, train_seconds_this_call=round(train_seconds, 1),
+                         linearizer=linearizer.to_dict(), **figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
