@@ -19,6 +19,7 @@ COMMANDS = {
     "average": "average",
     "translate": "translate",
     "evaluate": "evaluate",
+    "parse": "parse",
     "export": "export",
     "attention": "attention",
     "info": "info",
@@ -29,7 +30,9 @@ _HELP = {
     "train": "train a model with model.fit from a YAML/JSON config (paper 5)",
     "average": "average the weights of the last N checkpoints (paper 6.1)",
     "translate": "translate text with beam search (paper 6.1)",
-    "evaluate": "translate a test set and score it with sacreBLEU and chrF",
+    "evaluate": "translate a test set and score it with sacreBLEU and chrF, or score parses "
+                "with EVALB (--task parsing)",
+    "parse": "parse sentences into constituency trees (paper 6.3)",
     "export": "export a SavedModel for TensorFlow Serving",
     "attention": "draw the attention weights of one layer for a sentence (paper figures 3-5)",
     "info": "print parameter counts of presets (paper Table 3)",
