@@ -31,11 +31,11 @@ Example:
 
 import dataclasses
 import json
-import os
 import re
 from typing import List, Optional, Tuple
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.parsing.trees import read_text_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,20 +438,6 @@ def evaluate(gold, test, params=COLLINS):
     return EvalbReport(results, Summary.of(results), Summary.of(short), params.cutoff_len)
 
 
-def read_tree_lines(path):
-    """The lines of a tree file for `evaluate` (a trailing empty line is not a tree)."""
-    try:
-        with open(os.fspath(path), encoding="utf-8") as file:
-            lines = file.read().split("\n")
-    except OSError as error:
-        raise UserInputError(f"cannot read {os.fspath(path)!r}: {error.strerror}") from None
-    except UnicodeDecodeError as error:
-        raise UserInputError(f"{os.fspath(path)!r} is not UTF-8 text ({error.reason})") from None
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def evaluate_files(gold_path, test_path, params=COLLINS):
     """`evaluate` on two files of one tree per line."""
-    return evaluate(read_tree_lines(gold_path), read_tree_lines(test_path), params)
+    return evaluate(read_text_lines(gold_path), read_text_lines(test_path), params)

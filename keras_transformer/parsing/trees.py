@@ -186,6 +186,25 @@ def _tree_chunks(lines):
         yield start, " ".join(chunk)  # unbalanced: parse_tree reports it
 
 
+def read_text_lines(path):
+    """The lines of a UTF-8 file, split on \\n (a trailing empty line is not a line).
+
+    Raises:
+        UserInputError: when the file cannot be read or is not UTF-8.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = file.read().split("\n")
+    except OSError as error:
+        raise UserInputError(f"cannot read {path!r}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def read_trees(path, one_per_line=None):
     """Reads every tree of a file.
 
@@ -205,15 +224,7 @@ def read_trees(path, one_per_line=None):
     path = os.fspath(path)
     if one_per_line is None:
         one_per_line = not path.endswith(".mrg")
-    try:
-        with open(path, encoding="utf-8") as file:
-            lines = file.read().split("\n")
-    except OSError as error:
-        raise UserInputError(f"cannot read {path!r}: {error.strerror}") from None
-    except UnicodeDecodeError as error:
-        raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = read_text_lines(path)
     if one_per_line:
         return [parse_tree(text, path, number) for number, text in enumerate(lines, 1)]
     return [parse_tree(text, path, number) for number, text in _tree_chunks(lines)]
