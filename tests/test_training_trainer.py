@@ -107,8 +107,17 @@ def test_another_model_never_overwrites_a_run(finished):
         assert json.load(file)["d_model"] == 32
 
 
+def _matmul_dtypes(graph):
+    """The dtypes of the matrix products (MatMul, BatchMatMul, Einsum) in a traced graph."""
+    return {op.get_attr("T").name for op in graph.get_operations()
+            if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")}
+
+
 def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
+    from tensorflow.python.ops import control_flow_util
+
     from keras_transformer import data
+    from keras_transformer.training.training_model import TrainingModel
 
     pipelines = []
 
@@ -118,6 +127,20 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
             pipelines.append(self)
 
     monkeypatch.setattr(data, "TranslationPipeline", RecordingPipeline)
+    # What the train step was traced as: inside an XLA context (tf.function(jit_compile=True)
+    # traces under one; it is what TensorFlow itself checks), and in which dtype its matrix
+    # products compute (forward and backward).
+    traced = []
+    train_step = TrainingModel.train_step
+
+    def recording_train_step(self, data):
+        logs = train_step(self, data)
+        graph = tf.compat.v1.get_default_graph()
+        traced.append({"xla": control_flow_util.GraphOrParentsInXlaContext(graph),
+                       "jit_compile": self.jit_compile, "matmuls": _matmul_dtypes(graph)})
+        return logs
+
+    monkeypatch.setattr(TrainingModel, "train_step", recording_train_step)
     config = tiny_config(tmp_path / "bf16", corpus, precision="mixed_bfloat16", xla=True,
                          data={"dev": None, "pad_to_bucket_boundary": True},
                          schedule={"train_steps": 2, "tokens_per_update": 100},
@@ -128,6 +151,21 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     assert [pipeline.pad_to_bucket_boundary for pipeline in pipelines] == [True]
     assert result.model.encoder.dtype_policy.name == "mixed_bfloat16"
     assert result.averaged_model is None
+    # xla: true compiles the train step with XLA; mixed_bfloat16 computes in bfloat16 (every
+    # matrix product of the step) over float32 weights, and the logits stay float32.
+    assert traced and all(t["xla"] and t["jit_compile"] for t in traced)
+    assert all(t["matmuls"] == {"bfloat16"} for t in traced), traced
+    transformer = result.model
+    layers = [layer for layer in transformer._flatten_layers(include_self=False)
+              if layer.weights]
+    assert {layer.compute_dtype for layer in layers} == {"bfloat16"}
+    assert {v.dtype for v in transformer.trainable_variables} == {"float32"}
+    source = np.array([[5, 6, 3], [7, 3, 0]], "int32")
+    memory, _ = transformer.encode(source)
+    assert memory.dtype == "bfloat16"
+    logits = transformer({"source_ids": source, "target_ids": np.array([[2, 8], [2, 9]])})
+    assert logits.dtype == "float32"
+    traced.clear()
 
     config = tiny_config(tmp_path / "fp16", corpus, precision="mixed_float16",
                          data={"dev": None}, schedule={"train_steps": 2},
@@ -135,6 +173,9 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     result = train(config)
     assert result.step == 2 and np.isfinite(result.history["loss"]).all()
     assert result.model.encoder.dtype_policy.name == "mixed_float16"
+    # Without xla the step is a plain tf.function, not compiled with XLA.
+    assert traced and not any(t["xla"] or t["jit_compile"] for t in traced)
+    assert all(t["matmuls"] == {"float16"} for t in traced), traced
     # float16 trains with dynamic loss scaling: the scale is part of the optimizer state.
     latest = tf.train.latest_checkpoint(result.output_dir.checkpoint_dir)
     names = [name for name, _ in tf.train.list_variables(latest)]
