@@ -29,3 +29,47 @@ def test_evaluate_task_parsing_bad_input_is_one_line(tmp_path, capsys):
                  "--test", str(short)]) == 2
     err = capsys.readouterr().err
     assert "24 gold trees but 1 test trees" in err and len(err.strip().splitlines()) == 1
+
+
+def _untrained_parser_run(folder):
+    """A run folder with an untrained tiny model, its parsing vocabulary and parsing.json:
+    its outputs are arbitrary, which is what the repair has to cope with."""
+    from keras_transformer.config import TransformerConfig
+    from keras_transformer.model import build_model
+    from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
+    from keras_transformer.parsing.linearization import Linearizer
+    from keras_transformer.parsing.parser import write_parsing_settings
+    from keras_transformer.parsing.trees import parse_tree
+    from keras_transformer.training.output_dir import atomic_save_model
+
+    folder.mkdir()
+    trees = [parse_tree(f"(TOP (S (NP (PRP {w})) (VP (VBZ {v}) (RB n't)) (. .)))")
+             for w in ("He", "She", "It") for v in ("does", "is", "was", "ca")]
+    source, target = write_parallel(trees, Linearizer(), str(folder / "corpus"))
+    _, size = train_parsing_vocabulary([source], [target], str(folder / "vocab.model"), 320)
+    config = TransformerConfig.from_preset("base", vocab_size=size, num_layers=1, d_model=32,
+                                           d_ff=64, num_heads=4, key_dim=8, value_dim=8,
+                                           max_length=64)
+    atomic_save_model(build_model(config), str(folder / "model.keras"))
+    write_parsing_settings(str(folder), Linearizer())
+    return folder
+
+
+def test_parse_command_writes_one_tree_over_the_words_per_line(tmp_path, capsys):
+    from keras_transformer.parsing.trees import parse_tree
+
+    run = _untrained_parser_run(tmp_path / "run")
+    raw = tmp_path / "raw.txt"
+    raw.write_text('"It isn\'t (really) done," he said.\n\nShe does.\n', encoding="utf-8")
+    output = tmp_path / "trees.txt"
+    assert main(["parse", "--model", str(run), "--tokenize", "--input", str(raw),
+                 "--output", str(output), "--beam-size", "2", "--max-extra-length", "8"]) == 0
+    lines = output.read_text(encoding="utf-8").splitlines()
+    # The PTB tokenization, by hand; brackets as the treebank spells them.
+    expected = [["``", "It", "is", "n't", "-LRB-", "really", "-RRB-", "done", ",", "''",
+                 "he", "said", "."], [], ["She", "does", "."]]
+    assert [parse_tree(line).leaves() for line in lines] == expected
+    assert lines[1] == "(TOP)"
+    assert "parsed 3 sentences" in capsys.readouterr().err
+    assert main(["parse", "--model", str(run), "--input", str(tmp_path / "missing.txt")]) == 2
+    assert "cannot open" in capsys.readouterr().err
