@@ -115,8 +115,54 @@ def test_train_entry_under_mirrored(mirrored_run):
 
 WORKER_SCRIPT = textwrap.dedent("""
     import sys
-    import numpy as np
-    from keras_transformer.training import train
+    from keras_transformer.training import make_strategy
+    multi_worker = make_strategy("multi_worker")  # before any other TensorFlow op
+    import keras, numpy as np, tensorflow as tf
+    from keras_transformer import TransformerConfig, build_model
+    from keras_transformer.training import TrainingModel, group_micro_batches, train
+
+    # Scaling: N updates on 2 workers (1 replica each) against 1 worker with 1 replica on the
+    # same global batches. tf.distribute splits each global batch in halves, one per worker;
+    # the halves hold different numbers of real tokens (padding), so an update that averaged
+    # per-worker means, or summed without dividing by the global token count, would differ.
+    # Dropout 0: a replica's dropout masks for half a batch are not the rows of the masks
+    # one device draws for the whole batch, so no reference would exist with dropout.
+    config = TransformerConfig(vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4,
+                               dropout=0.0)
+    rng = np.random.default_rng(0)
+    batches = []
+    for batch, length in [(4, 5), (2, 7), (6, 3), (4, 6), (2, 4), (4, 8)]:
+        labels = rng.integers(4, 40, size=(batch, length)).astype("int32")
+        labels[batch // 2:, 2:] = 0  # the second half (worker 1's) is mostly padding
+        target = np.concatenate([np.full((batch, 1), 2, "int32"), labels[:, :-1]], 1)
+        batches.append(({"source_ids": labels[:, ::-1].copy(), "target_ids": target}, labels))
+    spec = ({"source_ids": tf.TensorSpec([None, None], tf.int32),
+             "target_ids": tf.TensorSpec([None, None], tf.int32)},
+            tf.TensorSpec([None, None], tf.int32))
+    data = group_micro_batches(
+        tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec), 2)
+
+    keras.utils.set_random_seed(7)
+    initial = build_model(config).get_weights()
+
+    def run(strategy):
+        with strategy.scope():
+            transformer = build_model(config)
+            transformer.set_weights(initial)
+            model = TrainingModel(transformer)
+            # Plain SGD, as in the mirrored test: Adam's first steps hide real differences.
+            optimizer = keras.optimizers.SGD(learning_rate=0.5)
+            model.compile(optimizer=optimizer)
+            optimizer.build(transformer.trainable_variables)
+        model.fit(data, steps_per_epoch=3, epochs=1, verbose=0, shuffle=False)
+        return transformer.get_weights()
+
+    weights = {"initial": initial, "multi_worker": run(multi_worker),
+               "one_worker": run(make_strategy("one_device"))}
+    np.savez(sys.argv[3], **{f"{name}-{i:03d}": value for name, values in weights.items()
+                             for i, value in enumerate(values)})
+
+    # The whole entry point under "multi_worker".
     result = train(sys.argv[1])
     np.savez(sys.argv[2], *result.model.get_weights())
     print("step", result.step, "replicas", result.num_replicas)
@@ -135,7 +181,9 @@ def _free_ports(count):
     return ports
 
 
-def test_multi_worker_two_processes_agree(tmp_path):
+@pytest.fixture(scope="module")
+def multi_worker_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("multi_worker")
     from keras_transformer.data import TextPairCorpus, train_vocabulary
 
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
@@ -153,13 +201,14 @@ def test_multi_worker_two_processes_agree(tmp_path):
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(subprocess.Popen(
-            [PYTHON, str(script), config, str(tmp_path / f"weights{index}.npz")],
+            [PYTHON, str(script), config, str(tmp_path / f"weights{index}.npz"),
+             str(tmp_path / f"scaling{index}.npz")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
             env=subprocess_env(TF_CONFIG=json.dumps(tf_config))))
     outputs = []
     try:
         for process in processes:
-            outputs.append(process.communicate(timeout=240))
+            outputs.append(process.communicate(timeout=420))
     finally:
         for process in processes:
             if process.poll() is None:
@@ -168,6 +217,25 @@ def test_multi_worker_two_processes_agree(tmp_path):
     for process, (stdout, stderr) in zip(processes, outputs):
         assert process.returncode == 0, stderr[-6000:]
         assert "step 3 replicas 2" in stdout
+    return tmp_path
+
+
+def test_multi_worker_matches_one_worker_with_the_same_global_batches(multi_worker_run):
+    for index in range(2):
+        scaling = np.load(multi_worker_run / f"scaling{index}.npz")
+        initial, multi_worker, one_worker = (
+            [scaling[key] for key in sorted(scaling.files) if key.startswith(name + "-")]
+            for name in ("initial", "multi_worker", "one_worker"))
+        assert len(multi_worker) == len(one_worker) == len(initial) > 0
+        moved = max(float(np.max(np.abs(a - b))) for a, b in zip(initial, one_worker))
+        assert moved > 1e-3  # 3 updates did change the weights
+        for a, b in zip(multi_worker, one_worker):
+            # float32 sums in another order (all-reduce of halves): rounding only.
+            np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_multi_worker_train_entry_point(multi_worker_run):
+    tmp_path = multi_worker_run
     first, second = (np.load(tmp_path / f"weights{i}.npz") for i in range(2))
     assert len(first.files) == len(second.files) > 0
     for name in first.files:

@@ -47,14 +47,17 @@ def group_micro_batches(dataset, accumulation_steps):
     if accumulation_steps == 1:
         return dataset.map(lambda inputs, labels: ((inputs, labels),))
 
-    def window_to_tuple(inputs, labels):
-        # A window is a structure of small datasets; read its elements one by one, since
-        # micro-batches of different shapes cannot be stacked.
-        window = tf.data.Dataset.zip((inputs, labels))
-        return tuple(window.skip(i).take(1).get_single_element()
-                     for i in range(accumulation_steps))
+    def to_micro_batches(inputs, labels):
+        # `ragged_batch` stacks micro-batches of different shapes as ragged tensors
+        # [accumulation_steps, batch, length]; every row of a micro-batch has its length, so
+        # `to_tensor` gives each one back exactly. (Not `window` + `get_single_element`:
+        # that op is stateful, and a tf.data iterator holding it cannot be checkpointed.)
+        return tuple(
+            ({name: value[i].to_tensor() for name, value in inputs.items()},
+             labels[i].to_tensor())
+            for i in range(accumulation_steps))
 
-    return dataset.window(accumulation_steps, drop_remainder=True).map(window_to_tuple)
+    return dataset.ragged_batch(accumulation_steps, drop_remainder=True).map(to_micro_batches)
 
 
 def count_real_tokens(labels, pad_id=0):
