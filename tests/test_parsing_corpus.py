@@ -1,0 +1,27 @@
+"""Tests of keras_transformer.parsing.corpus: treebanks as parallel text and their vocabulary."""
+
+import sentencepiece
+
+from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
+from keras_transformer.parsing.linearization import Linearizer
+from keras_transformer.parsing.trees import parse_tree
+
+TREES = [parse_tree("(TOP (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)))"),
+         parse_tree("(TOP (NP (NP (NNS Cats)) (PP (IN on) (NP (NNS mats)))))")]
+
+
+def test_write_parallel_and_a_vocabulary_with_one_piece_per_bracket_token(tmp_path):
+    source, target = write_parallel(TREES * 20, Linearizer(), str(tmp_path / "d" / "train"))
+    lines = open(source, encoding="utf-8").read().splitlines()
+    assert lines[:2] == ["The dog barks .", "Cats on mats"]
+    targets = open(target, encoding="utf-8").read().splitlines()
+    assert targets[1] == "(NP (NP XX )NP (PP XX (NP XX )NP )PP )NP"
+    model, size = train_parsing_vocabulary([source], [target], str(tmp_path / "v.model"), 320)
+    assert size <= 320 and (tmp_path / "v.vocab").is_file()
+    processor = sentencepiece.SentencePieceProcessor(model_file=model)
+    assert processor.pad_id() == 0 and processor.eos_id() == 3
+    for line in targets[:2]:
+        # Every bracket and slot token is exactly one piece, and the text comes back whole.
+        pieces = processor.encode(line, out_type=str)
+        assert pieces == ["\u2581" + token for token in line.split()]
+        assert processor.decode(processor.encode(line)) == line

@@ -1,0 +1,59 @@
+"""Tests of pipelines/ptb_parsing.py without training: data preparation and the recipe."""
+
+import importlib.util
+import json
+
+import pytest
+
+from keras_transformer.errors import UserInputError
+from keras_transformer.parsing.linearization import Linearizer
+from keras_transformer.training import TrainingConfig
+from tests._training_fixtures import REPO
+
+WSJ = ["( (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks) (NP (-NONE- *))) (. .)) )",
+       "( (S (NP-SBJ (PRP It)) (VP (VBZ works))) )"]
+GUM = ["(ROOT (NP (NNS Cats) (. .)))"]
+
+
+def _pipeline():
+    spec = importlib.util.spec_from_file_location("ptb_parsing",
+                                                  REPO / "pipelines" / "ptb_parsing.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    (tmp_path / "data" / "treebank").mkdir(parents=True)
+    (tmp_path / "data" / "gum").mkdir()
+    for name in ("train", "dev"):
+        (tmp_path / "data" / "treebank" / f"wsj_sample.{name}.trees").write_text(
+            "\n".join(WSJ) + "\n")
+    (tmp_path / "data" / "gum" / "gum_const.train.trees").write_text("\n".join(GUM) + "\n")
+    return tmp_path / "data"
+
+
+def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
+    pipeline = _pipeline()
+    run = str(tmp_path / "run")
+    corpus = pipeline.prepare_corpus(str(data_dir), run, "wsj+gum", Linearizer(), 320)
+    assert [open(t).read() for _, t in corpus["train"]] == [
+        "(S (NP XX XX )NP (VP XX )VP XX )S\n(S (NP XX )NP (VP XX )VP )S\n",
+        "(NP XX XX )NP\n"]
+    assert open(corpus["dev"][0]).read() == "The dog barks .\nIt works\n"
+    assert json.load(open(tmp_path / "run" / "parsing.json")) == {
+        "closing_labels": True, "pos_tags": False}
+    # A run folder prepared otherwise is refused, in one message.
+    with pytest.raises(UserInputError, match="was prepared with"):
+        pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(pos_tags=True), 320)
+
+    paper = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj+gum"))
+    assert paper.model["preset"] == "parsing_semi"
+    assert paper.schedule.tokens_per_update == 25000
+    cpu = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj+gum", cpu=True,
+                                                           gum_weight=0.5))
+    assert cpu.model["d_model"] == 256 and cpu.data.vocab == corpus["vocab"]
+    assert [c.weight for c in cpu.data.train] == [1.0, 0.5]
+    model = cpu.transformer_config(vocab_size=320)
+    assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.3)
