@@ -16,9 +16,11 @@ Two sizes:
   `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with 25000-token updates:
   for an accelerator (the paper does not give the step count; 20000 here);
 - `--cpu`: a model sized for 2 CPU cores and at most 2 hours (4 layers, d_model 256, d_ff
-  1024, h 4, dropout 0.3, an 8000-piece vocabulary, 4096-token updates). These settings
-  are a starting point, not yet selected on dev: the dev comparison is the next step (see
-  README's parsing section for the commands).
+  1024, h 4, dropout 0.3, an 8000-piece vocabulary, 3000 updates of 4096 target tokens).
+  These settings are a starting point, not yet selected on dev: the dev comparison is the
+  next step (see README's parsing section for the commands). Its cost is estimated, not
+  measured: about 270 GFLOP per update, some 1.8 s at the ~150 GFLOP/s that the Multi30k
+  model's measured updates imply on 2 cores, so about 1.5 hours of training.
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
@@ -110,7 +112,7 @@ def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
     train = [{"source": s, "target": t, "weight": 1.0 if i == 0 else gum_weight}
              for i, (s, t) in enumerate(corpus["train"])]
     if cpu:
-        schedule = {"train_steps": train_steps or 4000, "warmup_steps": 1000,
+        schedule = {"train_steps": train_steps or 3000, "warmup_steps": 1000,
                     "learning_rate_scale": 1.0, "tokens_per_update": 4096,
                     "eval_every_steps": 500, "log_every_steps": 50}
         checkpoints = {"every_minutes": None, "every_steps": 200, "keep_last": 10,
@@ -182,7 +184,7 @@ def main(argv=None):
                         help="the shared data folder (default: $KT_DATA_DIR)")
     parser.add_argument("--output-dir", default=None, help="the run folder")
     parser.add_argument("--train-steps", type=int, default=None,
-                        help="optimizer updates (default: 20000, --cpu 4000)")
+                        help="optimizer updates (default: 20000, --cpu 3000)")
     parser.add_argument("--vocab-size", type=int, default=None,
                         help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
                              f"{CPU_VOCAB_SIZE})")
