@@ -12,7 +12,8 @@ from keras_transformer.parsing.linearization import (
     with_tags,
     without_tags,
 )
-from keras_transformer.parsing.trees import parse_tree, read_preprocessed
+from keras_transformer.parsing.trees import parse_tree
+from tests._parsing_fixtures import SHARED_TREE_FILES, shared_trees
 
 TREE = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks)) (. .)))")
 WORDS = ["the", "dog", "barks", "."]
@@ -88,16 +89,9 @@ def test_tags_go_in_and_out():
     assert str(flat_tree(["a", "b"])) == "(TOP (S (XX a) (XX b)))"
 
 
-SHARED = ["treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees",
-          "gum/gum_const.train.trees", "gum/gum_const.dev.trees"]
-
-
-@pytest.mark.parametrize("name", SHARED)
+@pytest.mark.parametrize("name", SHARED_TREE_FILES)
 def test_round_trip_exact_on_every_shared_tree(data_dir, name):
-    path = data_dir / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    trees = read_preprocessed(path)
+    _, trees = shared_trees(data_dir, name)
     # Both choices of each option, in two passes (the suite must stay fast).
     for linearizer in (Linearizer(pos_tags=True), Linearizer(pos_tags=False,
                                                              closing_labels=False)):

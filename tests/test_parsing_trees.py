@@ -14,6 +14,7 @@ from keras_transformer.parsing.trees import (
     read_trees,
     strip_function_tags,
 )
+from tests._parsing_fixtures import SHARED_TREE_FILES, shared_trees
 
 WSJ_LINE = ("( (S (NP-SBJ-1 (NNP Mr.) (NNP Vinken)) (VP (VBZ is) (VP (VBN named) "
             "(S (NP-SBJ (-NONE- *-1)) (NP-PRD (NN chairman))) (SBAR (-NONE- 0) "
@@ -87,22 +88,14 @@ def test_tree_equality_and_preprocess_leaves_input_unchanged():
     assert Tree("NP", [Tree("NN", ["a"])]) == parse_tree("(NP (NN a))")
 
 
-SHARED = ["treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees",
-          "gum/gum_const.train.trees", "gum/gum_const.dev.trees"]
-
-
-@pytest.mark.parametrize("name", SHARED)
+@pytest.mark.parametrize("name", SHARED_TREE_FILES)
 def test_every_shared_tree_reads_and_preprocesses(data_dir, name):
-    path = data_dir / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
+    path, trees = shared_trees(data_dir, name)
     raw_lines = path.read_text(encoding="utf-8").splitlines()
-    trees = read_preprocessed(path)
     assert len(trees) == len(raw_lines)
     for raw, tree in zip(raw_lines, trees):
         # Reference: the words are the raw line's leaf tokens that are not -NONE- elements,
         # found by a regex independent of the reader.
-
         leaves = re.findall(r"\(([^\s()]+) ([^\s()]+)\)", raw)
         expected = [word for tag, word in leaves if tag != "-NONE-"]
         assert tree.leaves() == expected
