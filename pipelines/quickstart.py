@@ -73,43 +73,80 @@ def training_config(output_dir, corpus, steps, dev_bleu_sentences=100):
     }
 
 
-def plot_learning_curve(history_path, bleu_points, png_path):
-    import matplotlib
+def read_logged_losses(log_dir):
+    """`[(step, train loss)]`: the points TrainingLogger writes to TensorBoard every
+    `log_every_steps` updates (`logs/train`); a resumed run's later value wins."""
+    import glob
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
 
-    history = json.loads(pathlib.Path(history_path).read_text())
-    steps = [entry["step"] for entry in history]
-    figure, loss_axis = plt.subplots(figsize=(7, 4))
-    loss_axis.plot(steps, [e["loss"] for e in history], "o-", label="train loss")
-    if all("val_loss" in e for e in history):
-        loss_axis.plot(steps, [e["val_loss"] for e in history], "s-", label="dev loss")
+    losses = {}
+    for path in sorted(glob.glob(os.path.join(log_dir, "train", "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    losses[event.step] = (float(tf.make_ndarray(value.tensor))
+                                          if value.HasField("tensor") else value.simple_value)
+    return sorted(losses.items())
+
+
+def draw_learning_curve(train_points, history, test_bleu_points):
+    """The learning curve as a matplotlib Figure: train loss at every logged interval, dev
+    loss and dev sacreBLEU at every evaluation (`history.json` entries), test sacreBLEU.
+
+    The sacreBLEU axis runs from 0 to 100, and the legend sits below the axes, so that it
+    never hides a point (the test-BLEU point ends up in the top-right corner)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.6), layout="constrained")
+    loss_axis = figure.add_subplot()
+    if not train_points:  # no TensorBoard points: fall back to the per-evaluation means
+        train_points = [(e["step"], e["loss"]) for e in history if "loss" in e]
+    if train_points:
+        loss_axis.plot(*zip(*train_points), ".-", markersize=4, label="train loss")
+    dev = [(e["step"], e["val_loss"]) for e in history if "val_loss" in e]
+    if dev:
+        loss_axis.plot(*zip(*dev), "s-", label="dev loss")
     loss_axis.set_xlabel("update step")
     loss_axis.set_ylabel("label-smoothed cross-entropy")
-    lines, labels = loss_axis.get_legend_handles_labels()
-    if bleu_points:
+    loss_axis.grid(alpha=0.3)
+    handles = loss_axis.get_legend_handles_labels()[0]
+    dev_bleu = [(e["step"], e["val_bleu"]) for e in history if "val_bleu" in e]
+    if dev_bleu or test_bleu_points:
         bleu_axis = loss_axis.twinx()
-        bleu_axis.plot(*zip(*bleu_points), "^-", color="tab:green", label="test sacreBLEU")
+        if dev_bleu:
+            bleu_axis.plot(*zip(*dev_bleu), "^--", color="tab:green", label="dev sacreBLEU")
+        for step, bleu in test_bleu_points:
+            bleu_axis.plot([step], [bleu], "*", color="tab:red", markersize=12,
+                           label="test sacreBLEU")
+            bleu_axis.annotate(f"{bleu:.1f}", (step, bleu), textcoords="offset points",
+                               xytext=(-10, 0), ha="right", va="center", fontsize=8,
+                               color="tab:red")
+        bleu_axis.set_ylim(0, 105)  # the whole BLEU range; the top margin keeps 100 visible
         bleu_axis.set_ylabel("sacreBLEU")
-        more_lines, more_labels = bleu_axis.get_legend_handles_labels()
-        lines, labels = lines + more_lines, labels + more_labels
-    loss_axis.legend(lines, labels, loc="center right")
+        handles += bleu_axis.get_legend_handles_labels()[0]
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+                  fontsize=8, frameon=False)
     loss_axis.set_title("Quickstart learning curve")
-    figure.tight_layout()
+    return figure
+
+
+def plot_learning_curve(history_path, log_dir, test_bleu_points, png_path):
+    history = json.loads(pathlib.Path(history_path).read_text())
+    figure = draw_learning_curve(read_logged_losses(log_dir), history, test_bleu_points)
     figure.savefig(png_path, dpi=100)
-    plt.close(figure)
+    return figure
 
 
 def plot_attention(model, vocabulary, source, target, png_path):
-    """Encoder-decoder attention of the last decoder layer, one panel per head (as the
-    paper's figures 3-5)."""
+    """Encoder-decoder attention of the last decoder layer, one heat map per head, with a
+    colour bar (`keras-transformer attention` draws any layer, also as the paper's lines)."""
     import keras
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    from keras_transformer.visualization import draw_attention_heatmaps
 
     config = model.config
     source_ids = vocabulary.encode(source) + [config.eos_id]
@@ -117,19 +154,9 @@ def plot_attention(model, vocabulary, source, target, png_path):
     weights = keras.ops.convert_to_numpy(model.cross_attention_weights(
         np.array([source_ids], "int32"), np.array([[config.bos_id] + target_ids[:-1]], "int32")))
     pieces = vocabulary.processor.id_to_piece
-    columns = [pieces(i) for i in source_ids]
-    rows = [pieces(i) for i in target_ids]
-    heads = weights.shape[1]
-    figure, axes = plt.subplots(1, heads, figsize=(3.2 * heads, 3.4), squeeze=False)
-    for head, axis in enumerate(axes[0]):
-        axis.imshow(weights[0, head], cmap="viridis", vmin=0, vmax=1)
-        axis.set_xticks(range(len(columns)), columns, rotation=90, fontsize=7)
-        axis.set_yticks(range(len(rows)), rows if head == 0 else [""] * len(rows), fontsize=7)
-        axis.set_title(f"head {head + 1}", fontsize=9)
-    figure.suptitle(f"last decoder layer, encoder-decoder attention: {source!r}", fontsize=9)
-    figure.tight_layout()
-    figure.savefig(png_path, dpi=100)
-    plt.close(figure)
+    return draw_attention_heatmaps(
+        weights[0], [pieces(i) for i in target_ids], [pieces(i) for i in source_ids],
+        title=f"last decoder layer, encoder-decoder attention: {source!r}", path=png_path)
 
 
 def main(argv=None):
@@ -192,7 +219,7 @@ def main(argv=None):
 
     print("[5/5] plots")
     learning_curve = output_dir / "learning_curve.png"
-    plot_learning_curve(run.history, [(result.step, report.bleu)], learning_curve)
+    plot_learning_curve(run.history, run.log_dir, [(result.step, report.bleu)], learning_curve)
     attention_map = output_dir / "attention.png"
     plot_attention(translator.model, translator.vocabulary, samples[0], in_process[0],
                    attention_map)

@@ -1,11 +1,24 @@
-"""A shortened quickstart end to end: every output exists and the SavedModel translates."""
+"""The quickstart: a shortened run end to end (every output exists, the SavedModel translates),
+its demo expectations, and its pictures drawn from a fake history."""
 
 import json
 import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _quickstart():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart",
+                                                  ROOT / "pipelines" / "quickstart.py")
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    return quickstart
 
 
 def test_short_quickstart_produces_every_output(tmp_path):
@@ -32,14 +45,9 @@ def test_short_quickstart_produces_every_output(tmp_path):
 def test_demo_expectations_are_the_corpus_renderings():
     """The quickstart marks a demo translation that differs from its expected German; those
     expectations must be what the corpus generator itself renders for the same English."""
-    import importlib.util
-
     from keras_transformer.data.number_expressions import number_expressions_corpus
 
-    spec = importlib.util.spec_from_file_location("quickstart",
-                                                  ROOT / "pipelines" / "quickstart.py")
-    quickstart = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quickstart)
+    quickstart = _quickstart()
     generated = {}
     for seed in range(4):
         for split in number_expressions_corpus(seed=seed).values():
@@ -48,3 +56,53 @@ def test_demo_expectations_are_the_corpus_renderings():
     assert len(found) >= 4, found  # most samples occur in some corpus: the check has teeth
     for english, expected in quickstart.SAMPLES:
         assert generated.get(english, expected) == expected, english
+
+
+def test_learning_curve_has_every_logged_point_and_the_legend_clear_of_test_bleu(tmp_path):
+    import tensorflow as tf
+
+    logged = [(step, 6.0 / step ** 0.5) for step in range(25, 201, 25)]  # every 25 updates
+    writer = tf.summary.create_file_writer(str(tmp_path / "logs" / "train"))
+    with writer.as_default():
+        for step, loss in logged:
+            tf.summary.scalar("loss", loss, step=step)
+    writer.close()
+    history = [{"step": 100, "loss": 0.9, "val_loss": 0.8, "val_bleu": 80.0},
+               {"step": 200, "loss": 0.5, "val_loss": 0.6, "val_bleu": 95.0}]
+    (tmp_path / "history.json").write_text(json.dumps(history))
+    png = tmp_path / "learning_curve.png"
+    figure = _quickstart().plot_learning_curve(tmp_path / "history.json", tmp_path / "logs",
+                                               [(200, 97.7)], png)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    loss_axis, bleu_axis = figure.axes
+    train, dev = loss_axis.get_lines()[:2]
+    # A point per logged interval (8), not one per evaluation (2).
+    assert list(train.get_xdata()) == [s for s, _ in logged]
+    assert list(train.get_ydata()) == pytest.approx([v for _, v in logged], rel=1e-6)
+    assert list(dev.get_xdata()) == [100, 200]
+    figure.draw_without_rendering()
+    point = bleu_axis.transData.transform((200, 97.7))
+    assert bleu_axis.bbox.contains(*point)  # visible inside the axes
+    legend = (figure.legends or [loss_axis.get_legend()])[0]
+    assert not legend.get_window_extent().contains(*point)
+
+
+def test_attention_heat_map_has_a_colour_bar(tmp_path):
+    import sentencepiece
+
+    from tests._decoding_fixtures import tiny_model, train_char_vocabulary
+
+    class Vocabulary:  # what plot_attention uses of a vocabulary
+        processor = sentencepiece.SentencePieceProcessor(
+            model_file=train_char_vocabulary(tmp_path))
+
+        def encode(self, text):
+            return self.processor.encode(text)
+
+    png = tmp_path / "attention.png"
+    figure = _quickstart().plot_attention(tiny_model(vocab_size=40), Vocabulary(), "the cat",
+                                          "a dog", png)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert [axis.get_ylabel() for axis in figure.axes].count("attention weight") == 1
+    panels = [axis for axis in figure.axes if axis.images and axis.get_title()]
+    assert len(panels) == 4 and panels[0].images[0].get_array().shape == (7, 9)  # pieces + eos
