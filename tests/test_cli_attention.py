@@ -83,7 +83,8 @@ def test_decoder_cross_attention_goes_from_the_target_to_the_sentence(run_folder
                                                                       tmp_path, drawn):
     target = "a dog"
     assert main(["attention", "--model", str(run_folder), "--layer", "1", "--stack",
-                 "decoder", "--cross", "--target", target, "--token", "2",
+                 "decoder", "--cross", "--target", target, "--token", "2", "--head", "1",
+                 "--head", "4",
                  "--output", str(tmp_path / "cross"), SENTENCE]) == 0
     _assert_png(tmp_path / "cross.png")
     _assert_png(tmp_path / "cross.heatmap.png")
@@ -93,7 +94,8 @@ def test_decoder_cross_attention_goes_from_the_target_to_the_sentence(run_folder
     np.testing.assert_allclose(drawn_weights, weights, atol=1e-6)
     # Each query is labelled with the token its position predicts: the target, then eos.
     assert keys == source_pieces and queries == _expected(translator, target)[1]
-    assert queries[-1] == "</s>" and kwargs["query_index"] == 1
+    assert queries[-1] == "</s>" and kwargs["query_index"] == 1 and kwargs["heads"] == [0, 3]
+    assert "layer 1 of 2, heads 1, 4" in kwargs["title"]
 
 
 def test_decoder_self_attention_reads_the_model_translation(run_folder, translator, tmp_path,
@@ -115,7 +117,8 @@ def test_decoder_self_attention_reads_the_model_translation(run_folder, translat
 @pytest.mark.parametrize("arguments, message", [
     (["--layer", "3"], "--layer 3 is out of range: this model's encoder has 2 layers, 1 to 2"),
     (["--layer", "0"], "--layer 0 is out of range"),
-    (["--layer", "1", "--head", "5"], "--head 5 is out of range: this model has 4 heads"),
+    (["--layer", "1", "--head", "2", "--head", "5"],
+     "--head 5 is out of range: this model has 4 heads"),
     (["--layer", "1", "--cross"], "add --stack decoder"),
     (["--layer", "1", "--token", "99"], "--token 99 is out of range"),
 ])

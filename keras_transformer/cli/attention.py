@@ -34,8 +34,9 @@ def add_arguments(parser):
                         help="the SentencePiece .model (default: vocab.model beside the model)")
     parser.add_argument("--layer", type=int, required=True, metavar="L",
                         help="the layer, counted from 1 as the paper ('layer 5 of 6' is 5)")
-    parser.add_argument("--head", type=int, metavar="H",
-                        help="draw only this head, counted from 1 (default: every head)")
+    parser.add_argument("--head", type=int, action="append", metavar="H",
+                        help="draw only this head, counted from 1; repeat it for several "
+                             "(the paper's figure 4: --head 5 --head 6); default: every head")
     parser.add_argument("--stack", choices=("encoder", "decoder"), default="encoder",
                         help="whose attention: the encoder's (default) or the decoder's")
     parser.add_argument("--cross", action="store_true",
@@ -68,7 +69,7 @@ def _check_range(name, value, count, what):
 def _output_paths(args):
     if args.output is None:
         kind = "-cross" if args.cross else ""
-        head = "" if args.head is None else f"-head{args.head}"
+        head = "" if args.head is None else "-head" + "-".join(map(str, args.head))
         lines = f"attention-{args.stack}{kind}-layer{args.layer}{head}.png"
     else:
         lines = args.output if args.output.lower().endswith(".png") else args.output + ".png"
@@ -102,8 +103,9 @@ def run(args):
     stack_layers = config.num_layers
     _check_range("--layer", args.layer, stack_layers,
                  f"this model's {args.stack} has {stack_layers} layers,")
-    _check_range("--head", args.head, config.num_heads,
-                 f"this model has {config.num_heads} heads per layer,")
+    for head in args.head or []:
+        _check_range("--head", head, config.num_heads,
+                     f"this model has {config.num_heads} heads per layer,")
 
     def token_ids(text, what):
         ids = vocabulary.encode(text) + [config.eos_id]
@@ -135,13 +137,14 @@ def run(args):
         queries = _pieces(vocabulary, output_ids)
         keys = _pieces(vocabulary, source_ids if args.cross else target_ids)
     _check_range("--token", args.token, len(queries), "the queries are tokens")
-    heads = None if args.head is None else [args.head - 1]
+    heads = None if args.head is None else [head - 1 for head in args.head]
     what = {"encoder": "encoder self-attention", "decoder": "decoder self-attention"}[args.stack]
     if args.cross:
         what = "encoder-decoder attention"
     title = f"{what}, layer {args.layer} of {stack_layers}"
     if args.head is not None:
-        title += f", head {args.head}"
+        title += (f", head{'s' if len(args.head) > 1 else ''} "
+                  f"{', '.join(map(str, args.head))}")
     draw_attention_lines(weights, queries, keys, heads=heads,
                          query_index=None if args.token is None else args.token - 1,
                          title=title, path=lines_path)
