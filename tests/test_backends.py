@@ -1,23 +1,51 @@
-"""The model is `keras.ops` only: it imports, builds and runs without TensorFlow."""
+"""The model is `keras.ops` only: it imports, builds and runs without TensorFlow, and on the
+JAX and PyTorch backends it computes what it computes on TensorFlow."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+from keras import ops
 
-SCRIPT = textwrap.dedent("""
+from keras_transformer.decoding import BeamSearch, greedy_search
+from tests._decoding_fixtures import EOS, PAD, tiny_model
+
+# Prepended to every child script: as if TensorFlow were not installed (`import tensorflow`
+# raises ModuleNotFoundError, and importlib.util.find_spec, which torch asks, returns None).
+BLOCK_TENSORFLOW = textwrap.dedent("""
     import sys
 
-    class BlockTensorFlow:
-        def find_spec(self, name, path=None, target=None):
-            if name == "tensorflow" or name.startswith("tensorflow."):
-                raise ImportError("tensorflow is blocked in this test")
+    sys.modules["tensorflow"] = None
 
-    sys.meta_path.insert(0, BlockTensorFlow())
+    def tensorflow_loaded():
+        return any(name.startswith("tensorflow") and module is not None
+                   for name, module in sys.modules.items())
+""")
 
+# The package each backend needs (Keras's numpy backend imports jax for some ops).
+BACKEND_PACKAGES = {"numpy": "jax", "jax": "jax", "torch": "torch"}
+
+
+def run_without_tensorflow(backend, script, *args):
+    """Runs `script` with KERAS_BACKEND=`backend` and TensorFlow blocked; returns its stdout.
+    Skips when the backend's package is not installed."""
+    package = BACKEND_PACKAGES[backend]
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed (pip install -e .[test] installs it)")
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    result = subprocess.run([sys.executable, "-c", BLOCK_TENSORFLOW + textwrap.dedent(script),
+                             *map(str, args)], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+BUILD_AND_RUN = """
     import numpy as np
     import keras
     import keras_transformer as kt
@@ -34,49 +62,88 @@ SCRIPT = textwrap.dedent("""
     step_logits, cache = model.decode_step(target[:, :1], mask, cache, 0)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(step_logits), logits[:, 0],
                                atol=1e-5)
-    assert not any(m.startswith("tensorflow") for m in sys.modules)
+    assert not tensorflow_loaded()
     print("OK", keras.backend.backend())
-""")
+"""
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
+# Transformer.__init__ assigns its layers before keras.Model.__init__, which torch.nn.Module
+# refuses ("cannot assign module before Module.__init__() call"); strict, so that the fix in
+# model.py turns these red until the marks are removed.
+TORCH = pytest.param("torch", marks=pytest.mark.xfail(
+    strict=True, reason="the Transformer cannot be built on the torch backend yet"))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax", TORCH])
 def test_model_builds_and_runs_without_tensorflow(backend):
-    # Keras's numpy backend imports jax for some ops, so both need jax installed.
-    if importlib.util.find_spec("jax") is None:
-        pytest.skip("jax is not installed (pip install -e .[test] installs it)")
-    env = {**os.environ, "KERAS_BACKEND": backend}
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"OK {backend}" in result.stdout
+    assert f"OK {backend}" in run_without_tensorflow(backend, BUILD_AND_RUN)
 
 
-TRANSLATE_WITHOUT_TF = """
-import sys
+# The forward pass and both searches of a model whose weights come from TensorFlow.
+FORWARD_AND_SEARCH = """
+    import json
+    import numpy as np
+    import keras
+    from keras_transformer import TransformerConfig, build_model
+    from keras_transformer.decoding import BeamSearch, greedy_search
 
-class BlockTensorFlow:
-    def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ImportError("tensorflow is blocked in this test")
+    config = TransformerConfig(**json.loads(sys.argv[1]))
+    model = build_model(config)
+    model.load_weights(sys.argv[2])
+    inputs = {name: np.array(value, "int32") for name, value in json.loads(sys.argv[3]).items()}
+    out = {"logits": keras.ops.convert_to_numpy(model(inputs)).tolist()}
+    searches = {"greedy": greedy_search,
+                "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4)}
+    for name, search in searches.items():
+        out[name] = [keras.ops.convert_to_numpy(x).tolist()
+                     for x in search(model, inputs["source_ids"])]
+    assert not tensorflow_loaded()
+    print("RESULT " + json.dumps(out))
+"""
 
-sys.meta_path.insert(0, BlockTensorFlow())
-import keras_transformer as kt
 
-model_path, vocab_path = sys.argv[1], sys.argv[2]
-outputs = kt.translate(["hello world", "", "a b c"], model=model_path, vocabulary=vocab_path,
-                       beam_size=2, max_extra_length=3)
-assert len(outputs) == 3 and outputs[1] == "" and all(isinstance(o, str) for o in outputs)
-# The .keras file carries its vocabulary (a keras-hub tokenizer layer): none needs giving.
-assert kt.translate(["hello world", "", "a b c"], model=model_path, beam_size=2,
-                    max_extra_length=3) == outputs
-assert not any(m.startswith("tensorflow") for m in sys.modules)
-print("OK")
+# JAX's searches are compared with TensorFlow's in test_beam_search.py.
+@pytest.mark.parametrize("backend", [TORCH])
+def test_forward_pass_and_searches_equal_tensorflow(backend, tmp_path):
+    # Peaky distributions (sharpen): random weights otherwise give near-ties that float
+    # round-off can flip between backends.
+    model = tiny_model(vocab_size=11, max_length=16, seed=8, sharpen=2.0)
+    weights = tmp_path / "tiny.weights.h5"
+    model.save_weights(weights)
+    inputs = {"source_ids": [[5, 6, 7, EOS], [8, EOS, PAD, PAD]],
+              "target_ids": [[2, 9, 4, 6], [2, 10, PAD, PAD]]}
+    stdout = run_without_tensorflow(backend, FORWARD_AND_SEARCH, model.config.to_json(),
+                                    weights, json.dumps(inputs))
+    other = json.loads(next(line for line in stdout.splitlines()
+                            if line.startswith("RESULT "))[len("RESULT "):])
+    inputs = {name: np.array(value, "int32") for name, value in inputs.items()}
+    np.testing.assert_allclose(other["logits"], ops.convert_to_numpy(model(inputs)),
+                               atol=1e-5)
+    searches = {"greedy": greedy_search,
+                "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4)}
+    for name, search in searches.items():
+        ids, lengths, log_probs, scores = (ops.convert_to_numpy(x)
+                                           for x in search(model, inputs["source_ids"]))
+        o_ids, o_lengths, o_log_probs, o_scores = (np.array(x) for x in other[name])
+        assert o_ids.tolist() == ids.tolist(), name
+        assert o_lengths.tolist() == lengths.tolist(), name
+        np.testing.assert_allclose(o_log_probs, log_probs, atol=1e-4)
+        np.testing.assert_allclose(o_scores, scores, atol=1e-4)
+
+
+TRANSLATE = """
+    import keras_transformer as kt
+
+    model_path, vocab_path = sys.argv[1], sys.argv[2]
+    outputs = kt.translate(["hello world", "", "a b c"], model=model_path,
+                           vocabulary=vocab_path, beam_size=2, max_extra_length=3)
+    assert len(outputs) == 3 and outputs[1] == "" and all(isinstance(o, str) for o in outputs)
+    assert not tensorflow_loaded()
+    print("OK")
 """
 
 
 def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
-    if importlib.util.find_spec("jax") is None:
-        pytest.skip("jax is not installed (pip install -e .[test] installs it)")
     import sentencepiece
 
     import keras_transformer as kt
@@ -86,16 +153,7 @@ def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
     sentencepiece.SentencePieceTrainer.train(
         input=str(text), model_prefix=str(tmp_path / "vocab"), vocab_size=40, pad_id=0,
         unk_id=1, bos_id=2, eos_id=3, model_type="bpe", hard_vocab_limit=False)
-    from keras_transformer.data.vocabulary import SubwordVocabulary
-
     config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
-    model = kt.build_model(config)
-    model.tokenizer = SubwordVocabulary(tmp_path / "vocab.model").to_tokenizer()
-    (tmp_path / "saved").mkdir()  # no vocab.model beside the model
-    model.save(tmp_path / "saved" / "model.keras")
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    result = subprocess.run(
-        [sys.executable, "-c", TRANSLATE_WITHOUT_TF, str(tmp_path / "saved" / "model.keras"),
-         str(tmp_path / "vocab.model")], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK" in result.stdout
+    kt.build_model(config).save(tmp_path / "model.keras")
+    assert "OK" in run_without_tensorflow("jax", TRANSLATE, tmp_path / "model.keras",
+                                          tmp_path / "vocab.model")
