@@ -15,6 +15,7 @@ import tensorflow as tf
 import keras_transformer as kt
 from keras_transformer.data import TextPairCorpus, train_vocabulary
 from keras_transformer.data.number_expressions import write_number_expressions
+from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
 from keras_transformer.translation import Translator
@@ -126,6 +127,52 @@ def test_per_request_settings_change_the_search_as_translate_does(exported):
                                                                             hypotheses]
 
 
+# Out-of-range settings for the fixture's export (max_beam_size 2): the cases of
+# tests/test_decoding_settings.py that a tensor can carry.
+BAD_SETTINGS = [{"beam_size": 0}, {"beam_size": 3}, {"alpha": float("nan")},
+                {"alpha": float("inf")}, {"alpha": -0.5}, {"alpha": 10.5},
+                {"max_extra_length": -1}, {"max_extra_length": 65537},
+                {"max_extra_length": 2 ** 31 - 1}, {"num_hypotheses": 0},
+                {"num_hypotheses": 2, "beam_size": 1}]
+
+
+@pytest.mark.parametrize("settings", BAD_SETTINGS)
+def test_out_of_range_settings_fail_as_translate_does(exported, settings):
+    full = {"beam_size": 2, "alpha": 0.6, "max_extra_length": MAX_EXTRA, "num_hypotheses": 1,
+            **settings}
+    with pytest.raises(UserInputError) as python_error:
+        check_decoding_settings(max_beam_size=2, **full)
+    tensors = {k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
+               for k, v in full.items()}
+    for name, inputs in (("serving_default", {"text": tf.constant(["one red dog"])}),
+                         ("translate_ids", {"source_ids": tf.constant([[5, 3]])})):
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            exported["loaded"].signatures[name](**inputs, **tensors)
+        assert f"assertion failed: [{python_error.value}]" in str(error.value), name
+
+
+def test_out_of_range_message_written_out():
+    with pytest.raises(UserInputError, match=r"^beam_size=3 is out of range: it must be an "
+                                             r"integer in \[1, 2\]$"):
+        check_decoding_settings(beam_size=3, max_beam_size=2)
+
+
+def test_settings_at_their_bounds_are_served(exported):
+    for settings in ({"beam_size": 2, "num_hypotheses": 2}, {"alpha": 0.0}, {"alpha": 10.0},
+                     {"max_extra_length": 0}):
+        served = _serve(exported, SENTENCES[:2], **settings)
+        assert served["translation"].shape == (2,), settings
+
+
+def test_export_defaults_follow_the_same_rule(exported, tmp_path):
+    for settings in ({"alpha": -1.0}, {"beam_size": 3}, {"max_extra_length": -1}):
+        with pytest.raises(UserInputError, match="is out of range"):
+            export_saved_model(exported["model"], exported["vocabulary"], "bad",
+                               base_dir=tmp_path, max_beam_size=2,
+                               **{"beam_size": 2, **settings})
+    assert not (tmp_path / "bad").exists()
+
+
 def _pad(rows):
     width = max(len(r) for r in rows)
     return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
@@ -189,6 +236,16 @@ LOADER = textwrap.dedent("""
         text=tf.constant(texts), beam_size=tf.constant(2), alpha=tf.constant(0.6),
         max_extra_length=tf.constant(%d), num_hypotheses=tf.constant(1))
     v2 = [t.decode() for t in v2["translation"].numpy()]
+    # A concrete function needs every input (the SignatureDef's defaults are not applied)...
+    try:
+        loaded.signatures["serving_default"](text=tf.constant(texts))
+        missing = None
+    except TypeError as error:
+        missing = str(error)
+    # ...so the text-only endpoint is the TF2 call with the defaults.
+    text_only = [t.decode() for t in loaded.translate(texts)["translation"].numpy()]
+    text_only_signature = [t.decode() for t in loaded.signatures["translate"](
+        text=tf.constant(texts))["translation"].numpy()]
 
     # 2. The TF1 session loader (TF Serving's C++ loader does the same), feeding only `text`
     #    and taking the other inputs from the SignatureDef's defaults, as TF Serving does.
@@ -201,8 +258,17 @@ LOADER = textwrap.dedent("""
                 feed[tensor_info.name] = tf.make_ndarray(signature.defaults[key])
         v1 = session.run(signature.outputs["translation"].name, feed_dict=feed)
         v1 = [t.decode() for t in v1]
+        # An out-of-range setting: InvalidArgument (TF Serving's status) naming it.
+        feed[signature.inputs["beam_size"].name] = 0
+        try:
+            session.run(signature.outputs["translation"].name, feed_dict=feed)
+            invalid = None
+        except tf.errors.InvalidArgumentError as error:
+            invalid = error.message
     assert not any(m.startswith("keras_transformer") for m in sys.modules)
-    print(json.dumps({"v1": v1, "v2": v2, "defaults": sorted(signature.defaults)}))
+    print(json.dumps({"v1": v1, "v2": v2, "defaults": sorted(signature.defaults),
+                      "missing": missing, "text_only": text_only,
+                      "text_only_signature": text_only_signature, "invalid": invalid}))
 """ % MAX_EXTRA)
 
 
@@ -216,6 +282,10 @@ def test_loads_in_a_fresh_process_without_our_code(exported):
     assert outputs["v2"] == expected
     assert outputs["v1"] == expected  # defaults: beam 2, alpha 0.6, max_extra_length 6
     assert outputs["defaults"] == ["alpha", "beam_size", "max_extra_length", "num_hypotheses"]
+    assert "missing a required argument" in outputs["missing"]
+    assert outputs["text_only"] == expected
+    assert outputs["text_only_signature"] == expected
+    assert "beam_size=0 is out of range: it must be an integer in [1, 2]" in outputs["invalid"]
 
 
 def test_parity_on_newstest2013(exported, data_dir):

@@ -1,7 +1,8 @@
 """SavedModel export for TensorFlow Serving (TensorFlow-only).
 
     saved_model.py  export_saved_model: BASE/NAME/VERSION/, atomic, never overwrites
-    signatures.py   the graph functions: tokenize, beam search, detokenize
+    signatures.py   the graph functions: tokenize, beam search, detokenize; the settings'
+                    range asserts (decoding/settings.py's rule) and the text-only `translate`
     graph_ops.py    which ops an export uses; fail on any stock TF Serving lacks
 """
 

@@ -10,9 +10,13 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
 - `serving_default`: `text` `[batch]` string, and per-request decoding settings that default
   to the paper's (stored in the SignatureDef's `defaults`, which TF Serving fills in when a
   request leaves them out): `beam_size` (1 .. the compiled `max_beam_size`), `alpha`,
-  `max_extra_length`, `num_hypotheses` (at most `beam_size`). Outputs: `translation` `[batch]`
-  string, `score` `[batch]` float, `nbest_translations` `[batch, n]` string, `nbest_scores`
-  `[batch, n]` float.
+  `max_extra_length`, `num_hypotheses` (at most `beam_size`). A value outside the ranges of
+  `keras_transformer.decoding.settings` fails the request with InvalidArgument naming the
+  input, its value and its range. Outputs: `translation` `[batch]` string, `score` `[batch]`
+  float, `nbest_translations` `[batch, n]` string, `nbest_scores` `[batch, n]` float.
+- `translate`: `text` only, the defaults baked in, for TensorFlow Python callers
+  (`tf.saved_model.load(path).translate(["Hello."])`): a loaded signature is a concrete
+  function, which needs every input and ignores the SignatureDef's `defaults`.
 - `translate_ids`: `source_ids` `[batch, length]` int32 (subword ids then eos, padded with 0)
   and the same settings; outputs `output_ids` `[batch, n, length]` int32 (eos-terminated,
   0-padded), `output_lengths` `[batch, n]` int32, `scores` `[batch, n]` float. Core TF ops
@@ -76,6 +80,7 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
     import keras
 
     from keras_transformer.data.vocabulary import load_vocabulary
+    from keras_transformer.decoding.settings import check_decoding_settings
     from keras_transformer.export.signatures import ServingFunctions
 
     if keras.backend.backend() != "tensorflow":
@@ -90,9 +95,10 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
             f"vocab_size={model.config.vocab_size}; export the model with the vocabulary it "
             "was trained with"
         )
-    if not (isinstance(max_beam_size, int) and 1 <= beam_size <= max_beam_size):
-        raise UserInputError(
-            f"beam_size={beam_size} must be between 1 and max_beam_size={max_beam_size}")
+    if not (isinstance(max_beam_size, int) and max_beam_size >= 1):
+        raise UserInputError(f"max_beam_size={max_beam_size!r} must be an integer >= 1")
+    check_decoding_settings(beam_size=beam_size, alpha=alpha,
+                            max_extra_length=max_extra_length, max_beam_size=max_beam_size)
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
         raise UserInputError(
             f"model name {name!r} must be letters, digits, '-', '_' or '.' (a directory name "
@@ -120,8 +126,12 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
         archive = keras.export.ExportArchive()
         archive.track(model)
         archive.track(functions.tokenizer)
-        archive.add_endpoint("serving_default", functions.translate_text,
-                             input_signature=functions.text_signature())
+        serving_default = archive.add_endpoint("serving_default", functions.translate_text,
+                                               input_signature=functions.text_signature())
+        # TF2 callers: concrete functions ignore the SignatureDef's defaults, so a text-only
+        # endpoint calls serving_default (one copy of the search in the graph) with them.
+        archive.add_endpoint("translate", functions.text_only(serving_default),
+                             input_signature=functions.text_signature()[:1])
         archive.add_endpoint("translate_ids", functions.translate_ids,
                              input_signature=functions.ids_signature())
         archive.write_out(str(staging_dir), verbose=False)

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_text
 
 from keras_transformer.decoding import BeamSearch
+from keras_transformer.decoding.settings import MESSAGE, ranges
 
 
 class ServingFunctions:
@@ -70,6 +71,13 @@ class ServingFunctions:
 
         return translate_ids
 
+    def text_only(self, serving_default):
+        """`translate(text)`: `serving_default` with the export's default settings."""
+        def translate(text):
+            return serving_default(text, **self.defaults)
+
+        return translate
+
     # -- pieces -------------------------------------------------------------------------------
 
     def encode(self, text):
@@ -92,12 +100,30 @@ class ServingFunctions:
             tf.RaggedTensor.from_tensor(flat, padding=self.config.pad_id))
         return tf.reshape(text, shape[:-1])
 
+    def check_settings(self, beam_size, alpha, max_extra_length, num_hypotheses):
+        """The settings, after asserts of `check_decoding_settings`' ranges: a request outside
+        them fails with InvalidArgument and the same message as `translate()`'s error."""
+        values = {"beam_size": beam_size, "alpha": alpha, "max_extra_length": max_extra_length,
+                  "num_hypotheses": num_hypotheses}
+        bounds = ranges(self.max_beam_size, beam_size)
+        checks = []
+        for name, value in values.items():
+            kind, low, high = bounds[name]
+            dynamic = tf.is_tensor(high)
+            template = MESSAGE.format(name=name, value="{}", kind=kind, low=low,
+                                      high="{}" if dynamic else high)
+            valid = tf.logical_and(value >= low, value <= high)
+            if value.dtype.is_floating:
+                valid = tf.logical_and(valid, tf.math.is_finite(value))  # as the Python rule
+            message = tf.strings.format(template, [value, high] if dynamic else [value])
+            checks.append(tf.debugging.Assert(valid, [message]))
+        with tf.control_dependencies(checks):
+            return [tf.identity(value) for value in values.values()]
+
     def _search(self, source_ids, beam_size, alpha, max_extra_length, num_hypotheses):
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        beam_size = tf.clip_by_value(beam_size, 1, self.max_beam_size)
-        num_hypotheses = tf.clip_by_value(num_hypotheses, 1, beam_size)
-        max_extra_length = tf.maximum(max_extra_length, 0)
-        alpha = tf.maximum(alpha, 0.0)
+        beam_size, alpha, max_extra_length, num_hypotheses = self.check_settings(
+            beam_size, alpha, max_extra_length, num_hypotheses)
 
         def run(width):
             result = BeamSearch(beam_size=width, alpha=alpha, max_extra_length=max_extra_length,

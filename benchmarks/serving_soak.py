@@ -1,0 +1,281 @@
+"""Serving soak: an export loaded as TF Serving loads it, under 8 threads x 1000 requests.
+
+The serving process imports only `tensorflow` and `tensorflow_text` (as the server links the
+SentencePiece ops), loads the SavedModel with the TF1 session loader (the Python face of TF
+Serving's C++ loader) and fills every input a request leaves out from the SignatureDef's
+`defaults`, as TF Serving's `PreProcessPrediction` does. Then `--threads` threads each send
+`--requests` requests to one shared session (TF Serving runs concurrent requests the same
+way), each request drawing:
+
+- a batch size from 0, 1 (twice as likely), 2, 4, 8, 16, 32;
+- its texts from a pool of hostile ones (empty, blank, 10000 characters, control characters,
+  invalid UTF-8, emoji, CJK, RTL) and ordinary ones;
+- its settings: none (the defaults), one of several valid combinations of beam_size, alpha,
+  max_extra_length and num_hypotheses, or (1 request in 20) one out-of-range value, which must
+  fail with InvalidArgument naming the input (counted as `rejected`, not as an error).
+
+Checks: 0 errors (an exception other than the expected InvalidArgument, or a bad request that
+was served); every output aligned (as many rows as inputs, and each row equal to what its text
+gets alone with the same settings: the references are computed first, which is also the
+warm-up); resident memory (VmRSS) at the end less than 10% above its value after warm-up.
+Prints p50/p99 latency per request and requests/s, and ends with one JSON line. Exit status 1
+if a check fails.
+
+Without `--export`, a tiny export (d_model 32, 1 layer, 512 pieces, max_beam_size 4) is built
+first in a child process (which imports keras_transformer), so this process never does.
+
+Usage:
+    python benchmarks/serving_soak.py                                # 8 threads x 1000 requests
+    python benchmarks/serving_soak.py --export saved_models/quickstart/1 --requests 200
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+BATCH_SIZES = [0, 1, 1, 2, 4, 8, 16, 32]  # 1 twice: single sentences are the common case
+# None: the request leaves every setting out (TF Serving fills the SignatureDef's defaults).
+VALID_SETTINGS = [
+    None,
+    {"beam_size": 1},
+    {"beam_size": 4, "num_hypotheses": 3},
+    {"beam_size": 2, "alpha": 0.0, "max_extra_length": 2},
+    {"beam_size": 3, "alpha": 1.5, "num_hypotheses": 2},
+    {"alpha": 10.0, "max_extra_length": 0},
+]
+# One out-of-range value per bad request; the error must name the input.
+BAD_SETTINGS = [{"beam_size": 0}, {"beam_size": 99}, {"alpha": float("nan")},
+                {"alpha": float("inf")}, {"alpha": -1.0}, {"max_extra_length": -5},
+                {"max_extra_length": 2 ** 31 - 1}, {"num_hypotheses": 0},
+                {"beam_size": 1, "num_hypotheses": 2}]
+HOSTILE = ["", "   ", "\t\n", "x" * 10000, "control\x00\x07\x1bchars", "emoji 🎉🚀 ok",
+           "中文测试", "עברית مرحبا", "a" * 300 + " " + "b" * 300, "\u200b\u200e\ufeff",
+           "four hundred twenty-one\n\nhalf past seven"]
+ORDINARY = ["four hundred twenty-one", "half past seven", "on March third", "one red dog",
+            "nineteen ninety-eight", "seventy-two green bottles", "in twenty ten",
+            "three thousand and five", "quarter to nine", "twelve blue cars"]
+INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
+
+
+def build_export(directory):
+    """A tiny export under `directory` (run in a child process); prints its path."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    import keras_transformer as kt
+    from keras_transformer.data import TextPairCorpus, train_vocabulary
+    from keras_transformer.data.number_expressions import write_number_expressions
+    from keras_transformer.export import export_saved_model
+
+    paths = write_number_expressions(os.path.join(directory, "corpus"), seed=0,
+                                     sizes=(("train", 3000),))
+    vocabulary = train_vocabulary([TextPairCorpus(*paths["train"])],
+                                  os.path.join(directory, "vocab"), vocab_size=512)
+    keras.utils.set_random_seed(0)
+    config = kt.TransformerConfig(vocab_size=vocabulary.size, num_layers=1, d_model=32,
+                                  d_ff=64, num_heads=4, max_length=48, dropout=0.0)
+    model = kt.build_model(config)
+    # Peaky distributions (random weights otherwise give near-ties that batching can flip).
+    model.target_embedding.embeddings.assign(model.target_embedding.embeddings * 4.0)
+    path = export_saved_model(model, vocabulary, "soak", base_dir=os.path.join(directory, "sm"),
+                              max_beam_size=4, beam_size=2, alpha=0.6, max_extra_length=6)
+    print(path)
+
+
+def resident_mb():
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+class Server:
+    """The TF1 session loader and TF Serving's request handling: missing inputs from the
+    SignatureDef's defaults, outputs by alias."""
+
+    def __init__(self, path):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+        self.tf = tf
+        self.session = tf.compat.v1.Session(graph=tf.Graph())
+        meta = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], path)
+        self.signature = meta.signature_def["serving_default"]
+        self.defaults = {k: tf.make_ndarray(v) for k, v in self.signature.defaults.items()}
+        self.outputs = {alias: info.name for alias, info in self.signature.outputs.items()}
+
+    def predict(self, texts, settings):
+        feed = {self.signature.inputs["text"].name: texts}
+        for name, info in self.signature.inputs.items():
+            if name != "text":
+                feed[info.name] = (settings or {}).get(name, self.defaults[name])
+        return self.session.run(self.outputs, feed_dict=feed)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", help="a SavedModel version directory (default: build one)")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=1000, help="requests per thread")
+    parser.add_argument("--time-limit", type=float, default=1200,
+                        help="stop sending after this many seconds (reported)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--build", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build:
+        build_export(args.build)
+        return 0
+
+    export, started = args.export, time.time()
+    workdir = None
+    if export is None:
+        workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
+        result = subprocess.run([sys.executable, __file__, "--build", workdir.name],
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            sys.exit(f"building the tiny export failed:\n{result.stderr[-3000:]}")
+        export = result.stdout.strip().splitlines()[-1]
+    build_s = time.time() - started
+
+    server = Server(export)
+    assert not any(m.startswith("keras_transformer") for m in sys.modules)
+    tf = server.tf
+    pool = [t.encode() for t in HOSTILE + ORDINARY] + INVALID_UTF8
+
+    # References (each text alone, each settings), which also warm up every code path; then
+    # one request per batch size and beam width, so that the allocator has seen every shape.
+    started = time.time()
+    references = {}
+    for index, settings in enumerate(VALID_SETTINGS):
+        for text in pool:
+            out = server.predict([text], settings)
+            references[text, index] = (out["translation"][0], float(out["score"][0]),
+                                       out["nbest_translations"].shape[1])
+    rng = random.Random(args.seed)
+    for batch_size in BATCH_SIZES:
+        for beam in (1, 2, 3, 4):
+            server.predict([rng.choice(pool) for _ in range(batch_size)], {"beam_size": beam})
+    warm_s = time.time() - started
+    rss_warm = resident_mb()
+
+    latencies, failures, lock = [], [], threading.Lock()
+    counts = {"served": 0, "rejected": 0, "misaligned": 0, "sentences": 0}
+    rss_samples, stop_sampling = [], threading.Event()
+    deadline = time.time() + args.time_limit
+
+    def sample_rss():
+        while not stop_sampling.wait(1.0):
+            rss_samples.append(resident_mb())
+
+    def worker(seed):
+        rng = random.Random(seed)
+        for _ in range(args.requests):
+            if time.time() > deadline:
+                return
+            texts = [rng.choice(pool) for _ in range(rng.choice(BATCH_SIZES))]
+            bad = rng.random() < 0.05
+            index = rng.randrange(len(VALID_SETTINGS))
+            settings = dict(rng.choice(BAD_SETTINGS)) if bad else VALID_SETTINGS[index]
+            if bad and "beam_size" not in settings and "num_hypotheses" in settings:
+                settings["beam_size"] = 2
+            begin = time.perf_counter()
+            try:
+                out = server.predict(texts, settings)
+            except tf.errors.InvalidArgumentError as error:
+                elapsed = time.perf_counter() - begin
+                named = bad and any(f"{name}=" in error.message for name in settings)
+                with lock:
+                    latencies.append(elapsed)
+                    if named:
+                        counts["rejected"] += 1
+                    else:
+                        failures.append(f"{settings}: {error.message[:300]}")
+                continue
+            except Exception as error:  # noqa: BLE001 - every failure is counted
+                with lock:
+                    failures.append(f"{settings}: {type(error).__name__}: {str(error)[:300]}")
+                continue
+            elapsed = time.perf_counter() - begin
+            misaligned = 0
+            if bad:
+                with lock:
+                    failures.append(f"{settings}: served, expected InvalidArgument")
+                continue
+            if out["translation"].shape != (len(texts),) or out["score"].shape != (len(texts),):
+                misaligned = len(texts) or 1
+            else:
+                for row, text in enumerate(texts):
+                    translation, score, width = references[text, index]
+                    if (out["translation"][row] != translation
+                            or abs(float(out["score"][row]) - score) > 1e-3
+                            or out["nbest_translations"].shape[1] != width):
+                        misaligned += 1
+            with lock:
+                latencies.append(elapsed)
+                counts["served"] += 1
+                counts["sentences"] += len(texts)
+                counts["misaligned"] += misaligned
+
+    sampler = threading.Thread(target=sample_rss, daemon=True)
+    sampler.start()
+    started = time.time()
+    threads = [threading.Thread(target=worker, args=(args.seed * 1000 + i,))
+               for i in range(args.threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    soak_s = time.time() - started
+    stop_sampling.set()
+    rss_end = resident_mb()
+    growth = (rss_end - rss_warm) / rss_warm
+
+    requests = counts["served"] + counts["rejected"] + len(failures)
+    planned = args.threads * args.requests
+    result = {
+        "benchmark": "serving_soak", "export": "tiny (built)" if workdir else export,
+        "threads": args.threads, "requests_planned": planned, "requests": requests,
+        "served": counts["served"], "rejected_invalid_argument": counts["rejected"],
+        "errors": len(failures), "misaligned_rows": counts["misaligned"],
+        "sentences": counts["sentences"],
+        "p50_ms": round(1000 * percentile(latencies, 50), 2),
+        "p99_ms": round(1000 * percentile(latencies, 99), 2),
+        "requests_per_s": round(requests / soak_s, 1),
+        "sentences_per_s": round(counts["sentences"] / soak_s, 1),
+        "rss_warm_mb": round(rss_warm, 1), "rss_end_mb": round(rss_end, 1),
+        "rss_max_mb": round(max(rss_samples + [rss_end]), 1),
+        "rss_growth_pct": round(100 * growth, 2),
+        "build_s": round(build_s, 1), "warmup_s": round(warm_s, 1), "soak_s": round(soak_s, 1),
+        "stopped_by_time_limit": requests < planned,
+        "tensorflow": tf.__version__, "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+    for failure in failures[:10]:
+        print("error:", failure)
+    print(f"{requests} requests ({counts['served']} served, {counts['rejected']} rejected as "
+          f"invalid, {len(failures)} errors), {counts['misaligned']} misaligned rows; "
+          f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
+          f"{result['requests_per_s']} requests/s; RSS {result['rss_warm_mb']} -> "
+          f"{result['rss_end_mb']} MB ({result['rss_growth_pct']:+.2f}%)")
+    print(json.dumps(result))
+    ok = not failures and not counts["misaligned"] and growth < 0.10
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
