@@ -39,6 +39,18 @@ class Transformer(keras.Model):
     (2, 5, 100)
     """
 
+    def __setattr__(self, name, value):
+        # torch.nn.Module refuses layers assigned before Module.__init__, and __init__ must
+        # create the layers before the functional super().__init__ that wires them. Every
+        # layer is tracked through the functional graph anyway, so on torch the attributes
+        # set before initialization (and properties) bypass Keras' tracking, as keras-hub's
+        # Backbone does.
+        if keras.config.backend() == "torch" and (
+                not hasattr(self, "_initialized")
+                or isinstance(getattr(type(self), name, None), property)):
+            return object.__setattr__(self, name, value)
+        return super().__setattr__(name, value)
+
     def __init__(self, config, dtype=None, tokenizer=None, **kwargs):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)

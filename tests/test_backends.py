@@ -67,14 +67,7 @@ BUILD_AND_RUN = """
 """
 
 
-# Transformer.__init__ assigns its layers before keras.Model.__init__, which torch.nn.Module
-# refuses ("cannot assign module before Module.__init__() call"); strict, so that the fix in
-# model.py turns these red until the marks are removed.
-TORCH = pytest.param("torch", marks=pytest.mark.xfail(
-    strict=True, reason="the Transformer cannot be built on the torch backend yet"))
-
-
-@pytest.mark.parametrize("backend", ["numpy", "jax", TORCH])
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
 def test_model_builds_and_runs_without_tensorflow(backend):
     assert f"OK {backend}" in run_without_tensorflow(backend, BUILD_AND_RUN)
 
@@ -103,7 +96,7 @@ FORWARD_AND_SEARCH = """
 
 
 # JAX's searches are compared with TensorFlow's in test_beam_search.py.
-@pytest.mark.parametrize("backend", [TORCH])
+@pytest.mark.parametrize("backend", ["torch"])
 def test_forward_pass_and_searches_equal_tensorflow(backend, tmp_path):
     # Peaky distributions (sharpen): random weights otherwise give near-ties that float
     # round-off can flip between backends.
