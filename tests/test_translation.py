@@ -8,10 +8,11 @@ import pytest
 from keras import ops
 
 from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
+from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
-from keras_transformer.translation import (SentencePieceVocabulary, Translator,
-                                           find_model_files, translate)
 from keras_transformer.training.output_dir import atomic_save_model
+from keras_transformer.translation import Translator, find_model_files, translate
+
 
 @pytest.fixture(scope="module")
 def vocabulary_path(tmp_path_factory):
@@ -39,7 +40,7 @@ class CopyDecoder:
 
 
 def test_output_order_equals_input_order_for_shuffled_lengths(vocabulary_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     texts = list(SENTENCES)
     random.Random(0).shuffle(texts)
     translator = Translator(CopyDecoder(vocabulary.size), vocabulary_path, batch_size=3)
@@ -51,7 +52,7 @@ def test_output_order_equals_input_order_for_shuffled_lengths(vocabulary_path):
 
 
 def test_batched_translation_equals_one_sentence_at_a_time(vocabulary_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=11, sharpen=2.0)
     texts = SENTENCES[:5]
     batched = Translator(model, vocabulary_path, beam_size=2, max_extra_length=5,
@@ -68,7 +69,7 @@ def test_batched_translation_equals_one_sentence_at_a_time(vocabulary_path):
 
 
 def test_bad_input(vocabulary_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     translator = Translator(CopyDecoder(vocabulary.size, max_length=10), vocabulary_path)
     assert translator.translate(["", "   ", "a dog", "\t\n"]) == ["", "", "a dog", ""]
     assert translator.translate("hello") == "hello"
@@ -92,7 +93,7 @@ def test_bad_input(vocabulary_path):
 
 
 def test_n_best_of_empty_input_and_settings(vocabulary_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     translator = Translator(CopyDecoder(vocabulary.size), vocabulary_path, beam_size=3,
                             num_hypotheses=2)
     [empty, copied] = translator.translate(["", "a dog"])
@@ -105,7 +106,7 @@ def test_n_best_of_empty_input_and_settings(vocabulary_path):
 
 
 def test_greedy_and_sampling_search_settings(vocabulary_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     greedy = Translator(CopyDecoder(vocabulary.size), vocabulary_path, search="greedy")
     assert greedy.translate(["a dog", "hello"]) == ["a dog", "hello"]
     # The copy decoder puts probability ~1 on one token: sampling copies too.
@@ -125,7 +126,7 @@ def _run_folder(tmp_path, vocabulary_path, model):
 
 
 def test_load_from_run_folder_and_keras_file(vocabulary_path, tmp_path):
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
     run = _run_folder(tmp_path, vocabulary_path, model)
@@ -149,7 +150,7 @@ def test_load_from_checkpoint(vocabulary_path, tmp_path):
 
     from keras_transformer.training.checkpoints import model_variables
 
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
     run = _run_folder(tmp_path, vocabulary_path, model)
@@ -173,7 +174,7 @@ def test_load_errors_say_what_to_give(tmp_path, vocabulary_path):
     with pytest.raises(UserInputError, match="vocabulary="):
         translate(["x"], model=model)
     with pytest.raises(UserInputError, match="does not exist"):
-        SentencePieceVocabulary(tmp_path / "nope.model")
+        SubwordVocabulary(tmp_path / "nope.model")
     with pytest.raises(UserInputError, match="has 25 pieces but the model only 8"):
         Translator(model, vocabulary_path)
 
@@ -181,7 +182,7 @@ def test_load_errors_say_what_to_give(tmp_path, vocabulary_path):
 def test_a_model_saved_into_a_run_carries_its_vocabulary(vocabulary_path, tmp_path):
     """Training saves .keras files with `atomic_save_model`: the file holds the run's
     SentencePiece model, so it translates with no vocab.model beside it."""
-    vocabulary = SentencePieceVocabulary(vocabulary_path)
+    vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
     # The reference: the in-memory model with the .model file given explicitly.
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:4])
@@ -207,7 +208,7 @@ def test_a_model_saved_into_a_run_carries_its_vocabulary(vocabulary_path, tmp_pa
         vocab_size=40, model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
         minloglevel=2)
     other = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12)
-    other.tokenizer = SentencePieceVocabulary(tmp_path / "other.model").to_tokenizer()
+    other.tokenizer = SubwordVocabulary(tmp_path / "other.model").to_tokenizer()
     other.save(tmp_path / "other.keras")
     with pytest.raises(UserInputError, match="different vocabularies"):
         Translator.load([str(moved), str(tmp_path / "other.keras")])
