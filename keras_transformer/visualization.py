@@ -121,7 +121,9 @@ def draw_attention_lines(weights, query_tokens, key_tokens=None, heads=None, que
     axis.axis("off")
     figure.legend(handles=[Line2D([], [], color=colours[h], linewidth=3, label=f"head {h + 1}")
                            for h in heads],
-                  loc="outside right upper", fontsize=8, frameon=False)
+                  # Below the columns: at the upper right a long title ran into it.
+                  loc="outside lower center", ncols=min(len(heads), 4), fontsize=8,
+                  frameon=False)
     if title:
         figure.suptitle(title, fontsize=10)
     return _save(figure, path)

@@ -80,3 +80,16 @@ def test_bad_shapes_and_heads_are_named():
     with pytest.raises(ValueError, match="head 3 is out of range"):
         draw_attention_lines(_weights(), TOKENS, heads=[3])
 
+
+
+def test_the_legend_covers_neither_the_title_nor_the_tokens():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    title = "encoder-decoder attention, layer 6 of 6, heads 1, 2, 3, 4, 5, 6, 7, 8"
+    figure = draw_attention_lines(_weights(heads=8), TOKENS, title=title)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    legend = figure.legends[0].get_window_extent(renderer)
+    covered = [t for t in figure.texts if t.get_text() == title] + list(figure.axes[0].texts)
+    assert len(covered) == 1 + len(TOKENS) * 2
+    assert not any(legend.overlaps(text.get_window_extent(renderer)) for text in covered)
