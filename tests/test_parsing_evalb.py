@@ -119,3 +119,13 @@ def test_length_cutoff_counts_punctuation_but_not_traces():
 def test_line_count_mismatch_is_refused():
     with pytest.raises(UserInputError, match="2 gold trees but 1 test trees"):
         evaluate(["(S (NN a))", "(S (NN b))"], ["(S (NN a))"])
+
+
+def test_a_gold_file_without_trees_is_refused(tmp_path):
+    # Scoring against nothing would print all-zero figures and exit 0.
+    for text in ("", "\n\n"):
+        gold, test = tmp_path / "gold.trees", tmp_path / "test.trees"
+        gold.write_text(text, encoding="utf-8")
+        test.write_text(text, encoding="utf-8")
+        with pytest.raises(UserInputError, match="holds no gold trees"):
+            evaluate_files(gold, test)

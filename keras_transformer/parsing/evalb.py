@@ -439,5 +439,14 @@ def evaluate(gold, test, params=COLLINS):
 
 
 def evaluate_files(gold_path, test_path, params=COLLINS):
-    """`evaluate` on two files of one tree per line."""
-    return evaluate(read_text_lines(gold_path), read_text_lines(test_path), params)
+    """`evaluate` on two files of one tree per line.
+
+    Raises:
+        UserInputError: when a file cannot be read, the gold file holds no tree (every
+            figure would be a meaningless 0), or the files differ in line count.
+    """
+    gold = read_text_lines(gold_path)
+    if not any(line.strip() for line in gold):
+        raise UserInputError(f"{gold_path!r} holds no gold trees: give a file of one "
+                             "bracketed tree per line")
+    return evaluate(gold, read_text_lines(test_path), params)
