@@ -4,8 +4,9 @@ One PTB-tokenized sentence per line in (words separated by spaces, `(` and `)` m
 as is or as `-LRB-` / `-RRB-`), one bracketed tree per line out, in input order; an empty line
 gives `(TOP)`. `--tokenize` tokenizes raw text first, the Penn Treebank way (nltk's
 `TreebankWordTokenizer`: `pip install keras-nmt-transformer[parsing]`). Decoding defaults to
-section 6.3's settings: beam 21, alpha 0.3, output length input + 300. Every output is a well-formed tree over exactly the input words; the
-count of outputs that needed repair goes to stderr.
+section 6.3's settings: beam 21, alpha 0.3, output length input + 300. Every output is a
+well-formed tree over exactly the input words; the count of outputs that needed repair goes
+to stderr.
 """
 
 import itertools

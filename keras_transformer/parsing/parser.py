@@ -101,11 +101,6 @@ class Parser:
                                      max_extra_length=max_extra_length, **options)
         return cls(translator, linearizer or read_parsing_settings(path))
 
-    def parse_sequences(self, sentences):
-        """The decoder's raw token sequences (strings) for `sentences`."""
-        words = [_words(sentence, i) for i, sentence in enumerate(sentences)]
-        return self.translator.translate([" ".join(w) for w in words])
-
     def parse_with_repairs(self, sentences):
         """`Delinearized` results (tree and repairs) for `sentences`."""
         if isinstance(sentences, str):

@@ -11,8 +11,8 @@ leave empty removed, and one `TOP` root (the treebank's nameless root `( (S ...)
 
 Why not `nltk.Tree`: it reads these brackets too, but errors would still have to be located
 (file and line) by our own code around it, `.mrg` splitting would be ours too, and nltk brings
-four more dependencies (click, joblib, regex, tqdm) for what is a 40-line reader here;
-tokenizing raw text the PTB way comes from sacremoses, already a dependency.
+four more dependencies (click, joblib, regex, tqdm) for what is a 40-line reader here; nltk
+stays optional (the `parsing` extra), for `keras-transformer parse --tokenize` only.
 
 Bad input (unbalanced brackets, an empty line, text that is not a tree) raises one
 `TreeSyntaxError` (a `UserInputError`) that names the file, the line and what to fix.
