@@ -361,6 +361,9 @@ def main(argv=None):
     parser.add_argument("--lines", type=int, default=500,
                         help="first lines of --source-file to translate (default: 500)")
     args = parser.parse_args(argv)
+    unknown = [peer for peer in args.peers.split(",") if peer not in PEERS]
+    if unknown:  # a misspelt peer would otherwise be run by no branch, without a word
+        parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {','.join(PEERS)}")
 
     import tensorflow as tf
 
