@@ -1,10 +1,10 @@
 """The benchmarks' optional peers: one that is not installed is skipped with one line.
 
 The peers (PyTorch, CTranslate2, keras-hub) are measured against, not used, by
-keras-transformer; `pip install -e ".[bench]"` installs every one. A benchmark asks `importable_peers` which of
-the peers it was told to run can be imported, runs those, and records the others (with the
-reason) under `"skipped_peers"` in its JSON line, so that a result without a peer is never
-mistaken for a complete one.
+keras-transformer; `pip install -e ".[bench]"` installs every one. A benchmark asks
+`importable_peers` which of the peers it was told to run can be imported, runs those, and
+records the others (with the reason) under `"skipped_peers"` in its JSON line, so that a
+result without a peer is never mistaken for a complete one.
 
 Example:
     >>> present, skipped = importable_peers(["ours", "ct2"], {"ct2": "ctranslate2"})
