@@ -81,7 +81,7 @@ def _steps(checkpoint_dir):
     return [int(path.rsplit("-", 1)[1]) for path in list_checkpoints(checkpoint_dir)]
 
 
-def _wait(predicate, process, seconds=120):
+def _wait(predicate, process, seconds=300):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
