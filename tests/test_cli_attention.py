@@ -129,3 +129,13 @@ def test_bad_input_exits_2_with_one_line(run_folder, tmp_path, capsys, arguments
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
     assert not output.exists()
+
+
+def test_an_output_folder_gets_the_default_names_inside_it(run_folder, tmp_path, capsys):
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    assert main(["attention", "--model", str(run_folder), "--layer", "1", "--head", "2",
+                 "--output", str(folder), SENTENCE]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "attention-encoder-layer1-head2.heatmap.png", "attention-encoder-layer1-head2.png"]
+    _assert_png(folder / "attention-encoder-layer1-head2.png")

@@ -50,7 +50,8 @@ def add_arguments(parser):
                              "token, counted from 1 (as the paper's figure 3 for 'making')")
     parser.add_argument("--output", metavar="PNG",
                         help="the line picture; the heat map goes beside it as "
-                             "NAME.heatmap.png (default: attention-STACK-layerL.png)")
+                             "NAME.heatmap.png (default: attention-STACK-layerL.png, in "
+                             "the current folder or in --output when that is a folder)")
 
 
 def _pieces(vocabulary, ids):
@@ -67,10 +68,12 @@ def _check_range(name, value, count, what):
 
 
 def _output_paths(args):
-    if args.output is None:
+    if args.output is None or os.path.isdir(args.output):
         kind = "-cross" if args.cross else ""
         head = "" if args.head is None else "-head" + "-".join(map(str, args.head))
         lines = f"attention-{args.stack}{kind}-layer{args.layer}{head}.png"
+        # A folder gets the default names inside it (not the hidden FOLDER/.png).
+        lines = lines if args.output is None else os.path.join(args.output, lines)
     else:
         lines = args.output if args.output.lower().endswith(".png") else args.output + ".png"
     heatmap = lines[:-len(".png")] + ".heatmap.png"
