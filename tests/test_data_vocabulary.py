@@ -77,6 +77,18 @@ def test_detokenize_dense_padded_batch_drops_pad_bos_eos():
     assert vocabulary.detokenize(dense).numpy().tolist() == [b"A dog runs."]
 
 
+def test_decode_reads_ids_past_the_last_piece_as_unk():
+    """A model may have more rows than its vocabulary has pieces (or be given another run's
+    vocabulary): an id with no piece decodes as unk, not as SentencePiece's IndexError."""
+    vocabulary = multi30k_vocabulary()
+    pieces = vocabulary.encode("A dog runs.")
+    unk = vocabulary.decode([vocab.UNK_ID])
+    assert unk  # SentencePiece renders unk as a visible mark, never as nothing
+    for bad in (vocabulary.size, vocabulary.size + 7, -1):
+        assert vocabulary.decode(pieces + [bad]) == vocabulary.decode(pieces + [vocab.UNK_ID])
+    assert vocabulary.decode(pieces) == "A dog runs."
+
+
 def test_unigram_model_type_and_determinism(tmp_path):
     source, target = multi30k_paths(shared_data_dir(), "val")
     corpus = TextPairCorpus(source, target)

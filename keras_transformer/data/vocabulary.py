@@ -372,8 +372,14 @@ class SubwordVocabulary:
         return self.processor.encode(text, out_type=int)
 
     def decode(self, ids) -> str:
-        """Text of one sequence of ids; pad, bos and eos are dropped."""
-        return self.processor.decode([int(i) for i in ids])
+        """Text of one sequence of ids; pad, bos and eos are dropped.
+
+        An id the file has no piece for (a model built with more rows than the vocabulary has
+        pieces, or given another run's vocabulary) reads as unk, where SentencePiece itself
+        would raise an IndexError from deep inside the decoder.
+        """
+        size = self.size
+        return self.processor.decode([i if 0 <= i < size else UNK_ID for i in map(int, ids)])
 
     def normalize(self, text: str) -> str:
         """The text as the model sees it: `decode(encode(text)) == normalize(text)`."""
