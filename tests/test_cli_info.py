@@ -36,3 +36,13 @@ def test_unknown_preset_is_a_usage_error(capsys):
     except SystemExit as exit:
         assert exit.code == 2
     assert "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    # `keras-transformer info --table3 | head -1`: the reader leaves after one line.
+    process = subprocess.Popen([sys.executable, "-m", "keras_transformer", "info", "--table3"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # as head does, before the command has written
+    stderr = process.stderr.read().decode()
+    assert process.wait() == 141
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

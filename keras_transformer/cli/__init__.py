@@ -77,7 +77,14 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        return _load(args.command).run(args) or 0
+        status = _load(args.command).run(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
+        return status
     except UserInputError as error:
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, as a Unix filter does. Python would
+        # otherwise print a traceback, and another one when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a filter killed by the pipe
