@@ -36,15 +36,18 @@ TRAIN_STEPS = 40
 KILLS = 10
 SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261125"))
 
-# The command run each time. It is the CLI's `train`, plus one test-only hook: when the file
-# PAUSE_REQUEST exists, the next checkpoint save stops between writing its files and listing
-# them in the `checkpoint` state file (the moment a kill during a write matters) and waits
-# there to be killed.
+# The command run each time is the CLI's `train` on one config, in a process of its own that
+# the test kills with SIGKILL. To spare each of the 11 processes the TensorFlow import (most of
+# a start-up), a launcher imports once and forks one child per run on a line of its stdin;
+# it forks before any TensorFlow op has run, so each child starts TensorFlow's runtime afresh,
+# as a new process does. One test-only hook: when the file PAUSE_REQUEST exists, the next
+# checkpoint save stops between writing its files and listing them in the `checkpoint` state
+# file (the moment a kill during a write matters) and waits there to be killed.
 RUNNER = textwrap.dedent("""
     import os, sys, time
     from tensorflow.python.checkpoint import checkpoint_management
 
-    config, pause_request = sys.argv[1], sys.argv[2]
+    config, pause_request, logs = sys.argv[1:4]
     Manager = checkpoint_management.CheckpointManager
     save, record_state = Manager.save, Manager._record_state
 
@@ -62,8 +65,83 @@ RUNNER = textwrap.dedent("""
 
     Manager.save, Manager._record_state = pausing_save, pausing_record_state
     from keras_transformer.cli import main
-    sys.exit(main(["train", "--config", config]))
+    import keras_transformer.data, keras_transformer.model, keras_transformer.training.trainer
+
+    for number, _ in enumerate(sys.stdin):
+        pid = os.fork()
+        if pid == 0:
+            log = os.path.join(logs, f"run{number}")
+            with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+            code = 1
+            try:
+                code = main(["train", "--config", config]) or 0
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(pid, flush=True)
+        print(os.waitpid(pid, 0)[1], flush=True)
 """)
+
+
+class _Launcher:
+    """Starts runs (forked children of the launcher) and reports on them."""
+
+    def __init__(self, directory, config, pause_request):
+        runner = directory / "runner.py"
+        runner.write_text(RUNNER)
+        self.logs = directory / "logs"
+        self.logs.mkdir()
+        self.stderr = open(directory / "launcher.err", "w")
+        self.process = subprocess.Popen(
+            [PYTHON, str(runner), config, str(pause_request), str(self.logs)], cwd=REPO,
+            env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, text=True)
+        self.runs = 0
+
+    def start(self):
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line.strip(), "the launcher failed: " + self.log(None, "err")
+        self.pid, self.number = int(line), self.runs
+        self.runs += 1
+        return self
+
+    def alive(self):
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill(self):
+        os.kill(self.pid, signal.SIGKILL)
+        return self.wait()
+
+    def wait(self):
+        """The run's wait status (0: exit code 0)."""
+        return int(self.process.stdout.readline())
+
+    def log(self, number, stream):
+        if number is None:
+            self.stderr.flush()
+            return (self.logs.parent / "launcher.err").read_text()[-3000:]
+        return (self.logs / f"run{number}.{stream}").read_text()
+
+    def close(self):
+        if self.runs and self.alive():  # a run left behind by a failed assertion
+            os.kill(self.pid, signal.SIGKILL)
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stderr.close()
 
 
 def _config(output_dir, corpus):
@@ -81,12 +159,12 @@ def _steps(checkpoint_dir):
     return [int(path.rsplit("-", 1)[1]) for path in list_checkpoints(checkpoint_dir)]
 
 
-def _wait(predicate, process, seconds=300):
+def _wait(predicate, run, seconds=300):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
             return True
-        if process.poll() is not None:
+        if not run.alive():
             return False
         time.sleep(0.01)
     raise AssertionError("the training process made no progress in %d s" % seconds)
@@ -97,11 +175,9 @@ def killed_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("resume")
     corpus = write_reverse_corpus(directory / "corpus")
     config = write_config(directory / "config.json", _config(directory / "killed", corpus))
-    runner = directory / "runner.py"
-    runner.write_text(RUNNER)
     pause_request = directory / "pause-in-save"
     checkpoint_dir = str(directory / "killed" / "checkpoints")
-    command = [PYTHON, str(runner), config, str(pause_request)]
+    launcher = _Launcher(directory, config, pause_request)
 
     rng = random.Random(SEED)
     # One kill during start-up (before or while restoring), one inside a checkpoint write,
@@ -110,45 +186,43 @@ def killed_run(tmp_path_factory):
     rng.shuffle(modes)
     kills = []
     started = time.monotonic()
-    for mode in modes:
-        before = _steps(checkpoint_dir)
-        resume_step = before[-1] if before else 0
-        process = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
+    try:
+        for mode in modes:
+            before = _steps(checkpoint_dir)
+            resume_step = before[-1] if before else 0
+            run = launcher.start()
             if mode == "startup":
-                time.sleep(rng.uniform(0.5, 4.0))
+                time.sleep(rng.uniform(0.3, 2.0))
             else:
                 target = resume_step + rng.randint(1, 3)
-                alive = _wait(lambda: (_steps(checkpoint_dir) or [0])[-1] >= target, process)
-                assert alive, "the run ended before its kill: " + process.stderr.read()[-3000:]
+                alive = _wait(lambda: (_steps(checkpoint_dir) or [0])[-1] >= target, run)
+                assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
                 if mode == "write":
                     pause_request.write_text("pause")
                     paused = pause_request.with_name(pause_request.name + ".paused")
-                    alive = _wait(paused.exists, process)
-                    assert alive, "the run ended before its kill: " + process.stderr.read()[-3000:]
+                    alive = _wait(paused.exists, run)
+                    assert alive, "the run ended before its kill: " + launcher.log(
+                        run.number, "err")
                     time.sleep(0.05)
                 else:
                     time.sleep(rng.uniform(0.0, 0.3))
-            assert process.poll() is None, process.stderr.read()[-3000:]
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        kill = {"mode": mode, "resumed_from": resume_step, "listed": _steps(checkpoint_dir)}
-        if mode == "write":
-            paused = pause_request.with_name(pause_request.name + ".paused")
-            kill["paused_in"] = paused.read_text()
-            kill["unlisted_files"] = os.path.exists(kill["paused_in"] + ".index")
-            pause_request.unlink()
-            paused.unlink()
-        kills.append(kill)
+            assert run.alive(), launcher.log(run.number, "err")[-3000:]
+            assert run.kill() == signal.SIGKILL  # killed by the signal, not ended
+            kill = {"mode": mode, "resumed_from": resume_step, "listed": _steps(checkpoint_dir)}
+            if mode == "write":
+                paused = pause_request.with_name(pause_request.name + ".paused")
+                kill["paused_in"] = paused.read_text()
+                kill["unlisted_files"] = os.path.exists(kill["paused_in"] + ".index")
+                pause_request.unlink()
+                paused.unlink()
+            kills.append(kill)
 
-    finished = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
-                              text=True, timeout=300)
-    assert finished.returncode == 0, finished.stderr[-6000:]
+        run = launcher.start()
+        status = run.wait()
+        assert status == 0, launcher.log(run.number, "err")[-6000:]
+        finished = launcher.log(run.number, "out")
+    finally:
+        launcher.close()
     killed_seconds = time.monotonic() - started
 
     # The reference: the same config, never interrupted (in this process).
@@ -160,7 +234,7 @@ def killed_run(tmp_path_factory):
 def test_ten_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
     kills = killed_run["kills"]
     assert len(kills) == KILLS
-    assert killed_run["finished"].stdout.count(f"trained to step {TRAIN_STEPS}") == 1
+    assert killed_run["finished"].count(f"trained to step {TRAIN_STEPS}") == 1
     # Kills were spread over the run: most killed processes had trained further.
     assert len({kill["listed"][-1] for kill in kills if kill["listed"]}) >= 5
     resumed = keras.saving.load_model(OutputDir(killed_run["run_dir"]).final_model)
@@ -196,7 +270,7 @@ def test_checkpoints_hold_the_dropout_seed_and_data_position(killed_run):
 
 def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
     resumed_from = killed_run["kills"][-1]["listed"][-1]
-    stdout = killed_run["finished"].stdout
+    stdout = killed_run["finished"]
     assert f"resumed from the checkpoint of step {resumed_from}" in stdout
     assert _steps(killed_run["run_dir"] / "checkpoints") == [38, 39, 40]  # keep_last 3
 
