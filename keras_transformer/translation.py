@@ -143,6 +143,7 @@ class Translator:
                 f"{self.decoder.vocab_size}: use the vocabulary the model was trained with")
         self.search = search
         self.beam_search = BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)
+        self.num_hypotheses = num_hypotheses  # the default n-best of `translate`
         self.max_extra_length = max_extra_length
         self.alpha = alpha
         self.top_k, self.temperature = top_k, temperature
@@ -150,7 +151,8 @@ class Translator:
         self.batch_size = batch_size
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
-        self._compiled = compile_search(self._search, self.decoder, enabled=compile)
+        self._compile_enabled = compile
+        self._compiled = compile_search(self._search, self.decoder, enabled=self._compile_enabled)
 
     @classmethod
     def load(cls, path, vocabulary=None, average_last=None, **options):
@@ -276,13 +278,22 @@ class Translator:
         """
         single = isinstance(texts, str)
         texts = [texts] if single else texts
-        n_best = self.beam_search.num_hypotheses if num_hypotheses is None else num_hypotheses
+        n_best = self.num_hypotheses if num_hypotheses is None else num_hypotheses
         check_decoding_settings(beam_size=self.beam_search.beam_size, num_hypotheses=n_best)
         if n_best != self.beam_search.num_hypotheses:
             if self.search != "beam" or n_best > self.beam_search.beam_size or n_best < 1:
                 raise ValueError(f"num_hypotheses must be in [1, beam_size="
                                  f"{self.beam_search.beam_size}] with beam search, got "
                                  f"{n_best!r}")
+            if n_best > self.beam_search.num_hypotheses:
+                # The compiled search returns only its own n-best: widen it (one retrace) so
+                # that a call asking for more hypotheses gets them, not silently fewer.
+                search = self.beam_search
+                self.beam_search = BeamSearch(search.beam_size, search.alpha,
+                                              search.max_extra_length, n_best,
+                                              search.min_length)
+                self._compiled = compile_search(self._search, self.decoder,
+                                                enabled=self._compile_enabled)
         encoded = self._encode(texts)
         outputs = [[("", 0.0)] for _ in encoded]
         for indices in self._batches(encoded):

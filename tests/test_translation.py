@@ -101,6 +101,12 @@ def test_n_best_of_empty_input_and_settings(vocabulary_path):
     assert copied[0][0] == "a dog" and copied[0][1] > copied[1][1]
     with pytest.raises(ValueError):
         translator.translate(["a dog"], num_hypotheses=4)
+    # More hypotheses than the translator was built with (up to the beam): all of them, best
+    # first, and the same best as before; fewer afterwards still works.
+    [three] = translator.translate(["a dog"], num_hypotheses=3)
+    assert len(three) == 3 and three[:2] == copied
+    assert [score for _, score in three] == sorted((score for _, score in three), reverse=True)
+    assert translator.translate(["a dog"]) == [copied]
     with pytest.raises(ValueError):
         Translator(CopyDecoder(vocabulary.size), vocabulary_path, search="viterbi")
 
