@@ -31,7 +31,8 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, metavar="PATH",
                         help="a training output_dir, a .keras file or a checkpoint prefix")
     parser.add_argument("--vocab", metavar="FILE",
-                        help="the SentencePiece .model (default: vocab.model beside the model)")
+                        help="the SentencePiece .model (default: the one the .keras file "
+                             "carries, else vocab.model beside the model)")
     parser.add_argument("--layer", type=int, required=True, metavar="L",
                         help="the layer, counted from 1 as the paper ('layer 5 of 6' is 5)")
     parser.add_argument("--head", type=int, action="append", metavar="H",

@@ -14,7 +14,8 @@ def add_arguments(parser):
                         help="a training run folder (its averaged.keras, else model.keras), a "
                              ".keras file or a checkpoint prefix")
     parser.add_argument("--vocab", default=None, metavar="FILE",
-                        help="the SentencePiece .model (default: vocab.model beside the model)")
+                        help="the SentencePiece .model (default: the one the .keras file "
+                             "carries, else vocab.model beside the model)")
     parser.add_argument("--name", required=True,
                         help="model name: TF Serving's --model_name and the folder under "
                              "--base-dir")
@@ -43,7 +44,8 @@ def run(args):
     model, files = load_model(args.model)
     vocabulary = args.vocab or files["vocabulary"]
     if vocabulary is None:
-        raise UserInputError(f"no vocab.model beside {args.model}; pass --vocab FILE, the "
+        raise UserInputError(f"{args.model} carries no vocabulary and has no vocab.model "
+                             "beside it; pass --vocab FILE, the "
                              "SentencePiece model the model was trained with")
     path = export_saved_model(model, vocabulary, args.name, version=args.version,
                               base_dir=args.base_dir, max_beam_size=args.max_beam_size,

@@ -30,7 +30,8 @@ def add_model_arguments(parser):
                             "newest checkpoint), a .keras file or a checkpoint prefix; repeat "
                             "it to decode with an ensemble")
     group.add_argument("--vocab", metavar="FILE",
-                       help="the SentencePiece .model (default: vocab.model beside the model)")
+                       help="the SentencePiece .model (default: the one the .keras file "
+                            "carries, else vocab.model beside the model)")
     group.add_argument("--average-last", type=int, metavar="N",
                        help="average the last N checkpoints of the output_dir (paper 6.1: 5 "
                             "for base, 20 for big) instead of loading a saved model")
