@@ -65,6 +65,21 @@ def test_a_checkpoint_restores_weights_step_and_seed_generators(tmp_path):
     assert all(list(state.numpy()) == [7, 7] for state in states.values())
 
 
+def test_checkpoint_without_seed_generators_resumes_with_a_warning(tmp_path, caplog):
+    """Checkpoints written before seed generators were saved still resume."""
+    transformer, optimizer = _model_and_optimizer()
+    optimizer.iterations.assign(5)
+    old_format = tf.train.Checkpoint(model=checkpoints_module.model_variables(transformer),
+                                     optimizer=optimizer)
+    tf.train.CheckpointManager(old_format, str(tmp_path), max_to_keep=2,
+                               checkpoint_name="ckpt").save(checkpoint_number=5)
+    checkpointer, _ = _fresh_checkpointer(tmp_path)
+    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+        assert checkpointer.restore_latest() == 5
+    assert any("holds no dropout seed-generator state" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_half_written_checkpoint_is_ignored(tmp_path):
     """A kill during a write leaves files that the state file does not list yet."""
     _write_steps(tmp_path, [1, 2])

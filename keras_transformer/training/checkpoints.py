@@ -154,7 +154,16 @@ class Checkpointer:
         bad = []
         for path in reversed(paths):
             try:
-                status = self.checkpoint.restore(path)
+                checkpoint = self.checkpoint
+                if "seed_generators" in self._objects and not _has_key(path, "seed_generators/"):
+                    # Written before seed generators were saved: resume all the rest.
+                    logger.warning("checkpoint %s holds no dropout seed-generator state (an "
+                                   "older format): training resumes with fresh dropout "
+                                   "streams, so not exactly as an uninterrupted run", path)
+                    checkpoint = tf.train.Checkpoint(**{
+                        name: value for name, value in self._objects.items()
+                        if name != "seed_generators"})
+                status = checkpoint.restore(path)
                 status.assert_existing_objects_matched()
                 # The data iterator, when saved, is restored later (attach_data_iterator).
                 status.expect_partial()
@@ -226,7 +235,11 @@ class Checkpointer:
 
 def has_data_iterator(path):
     """Whether the checkpoint at `path` holds the training data iterator's position."""
-    return any(name.startswith("data_iterator/") for name, _ in tf.train.list_variables(path))
+    return _has_key(path, "data_iterator/")
+
+
+def _has_key(path, prefix):
+    return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
 
 
 def list_checkpoints(directory):
