@@ -107,3 +107,12 @@ def tiny_run_folder(folder, vocabulary_path, model):
     (folder / "config.json").write_text(model.config.to_json())
     model.save(folder / "model.keras")
     return folder
+
+
+def tiny_copy_run_folder(tmp_path_factory):
+    """The run folder the CLI tests share: a tiny sharpened model over a character
+    vocabulary, as `keras-transformer train` would leave it."""
+    folder = tmp_path_factory.mktemp("run")
+    vocabulary = train_char_vocabulary(folder)
+    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
+    return tiny_run_folder(folder / "run", vocabulary, model)

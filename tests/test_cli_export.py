@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer.cli import main
 from keras_transformer.translation import Translator
-from tests._decoding_fixtures import SENTENCES, tiny_model, tiny_run_folder, train_char_vocabulary
+from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
 
 # One beam width keeps the export short (each width up to --max-beam-size is a search
 # compiled into the graph).
@@ -18,10 +18,7 @@ SETTINGS = ["--max-beam-size", "1", "--beam-size", "1", "--alpha", "0.6",
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run")
-    vocabulary = train_char_vocabulary(folder)
-    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
-    return tiny_run_folder(folder / "run", vocabulary, model)
+    return tiny_copy_run_folder(tmp_path_factory)
 
 
 def test_export_writes_name_version_and_translates(run_folder, tmp_path, capsys):

@@ -4,17 +4,14 @@ import io
 
 import pytest
 
-from tests._decoding_fixtures import SENTENCES, tiny_model, tiny_run_folder, train_char_vocabulary
+from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
 from keras_transformer.cli import main
 from keras_transformer.translation import Translator
 
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run")
-    vocabulary = train_char_vocabulary(folder)
-    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
-    return tiny_run_folder(folder / "run", vocabulary, model)
+    return tiny_copy_run_folder(tmp_path_factory)
 
 
 def test_translate_files_in_input_order(run_folder, tmp_path):

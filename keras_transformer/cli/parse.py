@@ -9,11 +9,11 @@ well-formed tree over exactly the input words; the count of outputs that needed 
 to stderr.
 """
 
-import itertools
 import sys
 import time
 
-from keras_transformer.cli.translate import _open, add_model_arguments, translator_from_args
+from keras_transformer.cli.translate import (_open, add_model_arguments, line_chunks,
+                                             translator_from_args)
 from keras_transformer.errors import UserInputError
 
 HELP = "parse sentences into constituency trees (paper 6.3)"
@@ -60,11 +60,7 @@ def run(args):
     count = repaired = 0
     start = time.perf_counter()
     with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
-        lines = (line.rstrip("\r\n") for line in source)
-        while True:
-            chunk = list(itertools.islice(lines, args.chunk_size))
-            if not chunk:
-                break
+        for chunk in line_chunks(source, args.chunk_size):
             if tokenizer is not None:
                 chunk = [" ".join(tokenizer.tokenize(line)) for line in chunk]
             for tree in parser.parse(chunk):

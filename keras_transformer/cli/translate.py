@@ -105,17 +105,21 @@ def _open(path, mode, default):
         yield file
 
 
+def line_chunks(source, size):
+    """Lists of at most `size` lines (newlines stripped) of an open text file, in order: a
+    long input is decoded chunk by chunk and written as it goes, never held whole."""
+    lines = (line.rstrip("\r\n") for line in source)
+    while chunk := list(itertools.islice(lines, size)):
+        yield chunk
+
+
 def run(args):
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
     translator = translator_from_args(args, num_hypotheses=args.n_best)
     index = 0
     with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
-        lines = (line.rstrip("\r\n") for line in source)
-        while True:
-            chunk = list(itertools.islice(lines, args.chunk_size))
-            if not chunk:
-                break
+        for chunk in line_chunks(source, args.chunk_size):
             for result in translator.translate(chunk):
                 if args.n_best == 1:
                     out.write(result + "\n")
