@@ -18,6 +18,16 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
 
+def load_pipeline(name):
+    """A `pipelines/NAME.py` script as a module (the pipelines are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "pipelines" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def write_reverse_corpus(directory, train_lines=400, dev_lines=40, seed=0):
     """Writes train.src/.tgt and dev.src/.tgt; returns their paths in a dict."""
     directory = pathlib.Path(directory)

@@ -1,6 +1,5 @@
 """Tests of pipelines/ptb_parsing.py without training: data preparation and the recipe."""
 
-import importlib.util
 import json
 
 import pytest
@@ -8,7 +7,7 @@ import pytest
 from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.training import TrainingConfig
-from tests._training_fixtures import REPO
+from tests._training_fixtures import load_pipeline
 
 WSJ = ["( (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks) (NP (-NONE- *))) (. .)) )",
        "( (S (NP-SBJ (PRP It)) (VP (VBZ works))) )"]
@@ -16,11 +15,7 @@ GUM = ["(ROOT (NP (NNS Cats) (. .)))"]
 
 
 def _pipeline():
-    spec = importlib.util.spec_from_file_location("ptb_parsing",
-                                                  REPO / "pipelines" / "ptb_parsing.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_pipeline("ptb_parsing")
 
 
 @pytest.fixture

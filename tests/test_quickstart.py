@@ -12,13 +12,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _quickstart():
-    import importlib.util
+    from tests._training_fixtures import load_pipeline
 
-    spec = importlib.util.spec_from_file_location("quickstart",
-                                                  ROOT / "pipelines" / "quickstart.py")
-    quickstart = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quickstart)
-    return quickstart
+    return load_pipeline("quickstart")
 
 
 def test_short_quickstart_produces_every_output(tmp_path):

@@ -1,7 +1,6 @@
 """The pipelines/ recipes: multi30k trains end to end on the shared data; the WMT recipes
 describe valid configs with the paper's settings."""
 
-import importlib.util
 import json
 import subprocess
 
@@ -10,20 +9,13 @@ import numpy as np
 
 from keras_transformer.training import TrainingConfig
 from keras_transformer.training.output_dir import OutputDir
-from tests._training_fixtures import PYTHON, REPO, subprocess_env
+from tests._training_fixtures import PYTHON, REPO, load_pipeline, subprocess_env
 
 TINY = ["model.num_layers=1", "model.d_model=32", "model.d_ff=64", "model.num_heads=4",
         "model.key_dim=8", "model.value_dim=8", "data.vocab_size=1000",
         "data.token_budget=1024", "data.shuffle_buffer=2000", "schedule.tokens_per_update=1024",
         "schedule.warmup_steps=10", "schedule.eval_every_steps=6", "checkpoints.every_steps=3",
         "checkpoints.keep_last=2", "checkpoints.average_last=2", "verbose=0"]
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "pipelines" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
@@ -93,7 +85,7 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path):
 
 
 def test_multi30k_preprocessing_round_trip():
-    multi30k = _load("multi30k")
+    multi30k = load_pipeline("multi30k")
     wu = multi30k.Preprocessing(lowercase=True, moses=True, language="de")
     prepared = wu('Ein Mann, der "Hallo" sagt.', "de")
     assert prepared == 'ein mann , der " hallo " sagt .'
@@ -106,7 +98,7 @@ def test_multi30k_preprocessing_round_trip():
 
 def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     monkeypatch.delenv("KT_DATA_DIR", raising=False)
-    en_de = _load("wmt14_en_de")
+    en_de = load_pipeline("wmt14_en_de")
     args = en_de.parser_for("", list(en_de.RECIPES)).parse_args(
         ["--preset", "big", "--output-dir", str(tmp_path)])
     config = TrainingConfig.from_dict(en_de.wmt14_config(args))
@@ -120,7 +112,7 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
 
     sys.path.insert(0, str(REPO / "pipelines"))
     try:
-        en_fr = _load("wmt14_en_fr")
+        en_fr = load_pipeline("wmt14_en_fr")
     finally:
         sys.path.remove(str(REPO / "pipelines"))
     args = en_de.parser_for("", list(en_fr.RECIPES)).parse_args(
@@ -138,7 +130,7 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
     lr 0.005 after 2000 warm-up updates, 8000 updates, average of the last 10."""
     from keras_transformer.schedules import NoamSchedule
 
-    multi30k = _load("multi30k")
+    multi30k = load_pipeline("multi30k")
     for precision in ("float32", "mixed_bfloat16"):
         config = TrainingConfig.from_dict(multi30k.multi30k_config(
             str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision))

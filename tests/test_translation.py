@@ -3,7 +3,6 @@
 import random
 import warnings
 
-import numpy as np
 import pytest
 from keras import ops
 
