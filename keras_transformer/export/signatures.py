@@ -3,7 +3,6 @@
 import functools
 
 import tensorflow as tf
-import tensorflow_text
 
 from keras_transformer.decoding import BeamSearch
 from keras_transformer.decoding.settings import MESSAGE, ranges
@@ -28,8 +27,7 @@ class ServingFunctions:
                              max_extra_length=tf.constant(max_extra_length, tf.int32),
                              num_hypotheses=tf.constant(1, tf.int32))
         # A tf.Module whose SentencePiece resource the archive tracks and saves.
-        self.tokenizer = tensorflow_text.SentencepieceTokenizer(
-            model=vocabulary.model_proto, out_type=tf.int32)
+        self.tokenizer = vocabulary.make_tokenizer()
 
     # -- signatures ---------------------------------------------------------------------------
 
