@@ -2,6 +2,9 @@
 
 import json
 import pathlib
+import shutil
+
+import pytest
 
 from keras_transformer.cli import main
 
@@ -31,6 +34,36 @@ def test_evaluate_task_parsing_bad_input_is_one_line(tmp_path, capsys):
     assert "24 gold trees but 1 test trees" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flag", [["--reference", "ref.de"], ["--paper-bleu"],
+                                  ["--beam-size", "3"], ["--model", "runs/x"]])
+def test_evaluate_task_parsing_refuses_translation_flags(flag, capsys):
+    assert main(["evaluate", "--task", "parsing", "--gold", str(SAMPLE / "sample.gld"),
+                 "--test", str(SAMPLE / "sample.tst"), *flag]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"keras-transformer evaluate: error: {flag[0]} is a "
+                                   "translation flag")
+    assert len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+
+
+def test_evaluate_task_parsing_scores_xx_slots_with_the_gold_tags(tmp_path, capsys):
+    # `keras-transformer parse` output has XX slots: EVALB would keep the '.' as a word and
+    # call the sentence an error; with the gold tags put in it scores, tags not measured.
+    gold, test = tmp_path / "gold.trees", tmp_path / "test.trees"
+    gold.write_text("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))\n"
+                    "(TOP (S (NP (PRP d)) (VP (VBZ e))))\n")
+    test.write_text("(TOP (S (NP (XX a) (XX b)) (VP (XX c)) (XX .)))\n"
+                    "(TOP (S (XX d) (VP (XX e))))\n")
+    assert main(["evaluate", "--task", "parsing", "--gold", str(gold), "--test", str(test),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    figures = json.loads(captured.out.strip().splitlines()[-1])
+    # By hand: gold S NP VP + S NP VP = 6, test S NP VP + S VP = 5, all 5 matched.
+    assert (figures["error_sentences"], figures["recall"], figures["precision"]) == (
+        0, round(100 * 5 / 6, 2), 100.0)
+    assert figures["tagging_accuracy"] is None
+    assert "XX word slots" in captured.err
+
+
 def _untrained_parser_run(folder):
     """A run folder with an untrained tiny model, its parsing vocabulary and parsing.json:
     its outputs are arbitrary, which is what the repair has to cope with."""
@@ -55,10 +88,15 @@ def _untrained_parser_run(folder):
     return folder
 
 
-def test_parse_command_writes_one_tree_over_the_words_per_line(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def parser_run(tmp_path_factory):
+    return _untrained_parser_run(tmp_path_factory.mktemp("parsing_cli") / "run")
+
+
+def test_parse_command_writes_one_tree_over_the_words_per_line(parser_run, tmp_path, capsys):
     from keras_transformer.parsing.trees import parse_tree
 
-    run = _untrained_parser_run(tmp_path / "run")
+    run = parser_run
     raw = tmp_path / "raw.txt"
     raw.write_text('"It isn\'t (really) done," he said.\n\nShe does.\n', encoding="utf-8")
     output = tmp_path / "trees.txt"
@@ -73,3 +111,20 @@ def test_parse_command_writes_one_tree_over_the_words_per_line(tmp_path, capsys)
     assert "parsed 3 sentences" in capsys.readouterr().err
     assert main(["parse", "--model", str(run), "--input", str(tmp_path / "missing.txt")]) == 2
     assert "cannot open" in capsys.readouterr().err
+
+
+def test_parse_refuses_a_run_that_is_not_a_parsing_run(parser_run, tmp_path, capsys):
+    # The same model without parsing.json stands for a translation run: it is not parsed with
+    # a guessed linearization.
+    run = tmp_path / "translation_run"
+    shutil.copytree(parser_run, run, ignore=shutil.ignore_patterns("parsing.json"))
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("She does .\n", encoding="utf-8")
+    output = tmp_path / "trees.txt"
+    assert main(["parse", "--model", str(run), "--input", str(sentences), "--output",
+                 str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"keras-transformer parse: error: {str(run)!r} has no parsing.json, "
+                          "so it is not a parsing run")
+    assert "pipelines/ptb_parsing.py" in err and len(err.strip().splitlines()) == 1
+    assert not output.exists()

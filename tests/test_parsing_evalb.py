@@ -129,3 +129,23 @@ def test_a_gold_file_without_trees_is_refused(tmp_path):
         test.write_text(text, encoding="utf-8")
         with pytest.raises(UserInputError, match="holds no gold trees"):
             evaluate_files(gold, test)
+
+
+def test_tags_not_predicted_report_no_tagging_accuracy():
+    # XX slots filled with the gold tags: the tags would score a meaningless 100.
+    gold = "(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))"
+    test = "(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))"
+    measured = evaluate([gold], [test])
+    assert measured.all.tagging_accuracy == 100.0
+    report = evaluate([gold], [test], tags_predicted=False)
+    assert report.all.tagging_accuracy is None and report.short.tagging_accuracy is None
+    assert report.all.f1 == measured.all.f1 == 100.0  # bracket figures are unchanged
+    figures = json.loads(report.to_json())
+    assert figures["tagging_accuracy"] is None and figures["len<=40"]["tagging_accuracy"] is None
+    assert figures["f1"] == 100.0
+    text = report.format(per_sentence=True)
+    assert "Tagging accuracy          =    n/a" in text and "100.00" in text
+    # The per-sentence row keeps EVALB's columns, tags shown as not measured.
+    row = next(line for line in text.splitlines() if line.startswith("   1 "))
+    assert row.split()[-3:] == ["3", "n/a", "n/a"]
+    assert len(row) == len(measured.sentences[0].format())

@@ -12,7 +12,7 @@ from keras_transformer.parsing.linearization import (
     with_tags,
     without_tags,
 )
-from keras_transformer.parsing.trees import parse_tree
+from keras_transformer.parsing.trees import Tree, parse_tree
 from tests._parsing_fixtures import SHARED_TREE_FILES, shared_trees
 
 TREE = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks)) (. .)))")
@@ -78,6 +78,24 @@ def test_random_token_sequences_always_give_a_tree_over_the_words():
                 if not node.is_preterminal():
                     stack.extend(node.children)
     assert seen >= set(REPAIRS) - {"flat_fallback"}
+
+
+@pytest.mark.parametrize("linearizer", [Linearizer(), Linearizer(pos_tags=True,
+                                                                  closing_labels=False)])
+def test_words_with_brackets_round_trip_through_the_written_tree(linearizer):
+    # linearize -> delinearize -> str -> read: one tree over the same number of words, each
+    # spelled as the treebank does (by hand: '(' -> -LRB-, ')' -> -RRB-).
+    words = [":-)", "(a", "a)b", "(", ")"]
+    tree = Tree("TOP", [Tree("S", [
+        Tree("NP", [Tree("NN", [words[0]]), Tree("NN", [words[1]])]),
+        Tree("VP", [Tree("VBZ", [words[2]]), Tree("NN", [words[3]])]), Tree(".", [words[4]])])])
+    result = linearizer.delinearize(linearizer.linearize(tree), words)
+    assert result.repairs == ()
+    read = parse_tree(str(result.tree))
+    assert read.leaves() == [":--RRB-", "-LRB-a", "a-RRB-b", "-LRB-", "-RRB-"]
+    assert str(read) == str(result.tree)
+    expected_tags = ["NN", "NN", "VBZ", "NN", "."] if linearizer.pos_tags else [WORD_SLOT] * 5
+    assert [tag for _, tag in read.pos()] == expected_tags
 
 
 def test_tags_go_in_and_out():

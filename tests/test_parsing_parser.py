@@ -5,7 +5,9 @@ import random
 
 import pytest
 
+import keras_transformer as kt
 from keras_transformer.config import TransformerConfig
+from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.evalb import evaluate
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.parsing.parser import PAPER_DECODING, Parser, parse, read_parsing_settings
@@ -41,10 +43,11 @@ class _StandInTranslator:
 def test_parser_escapes_brackets_repairs_and_counts():
     translator = _StandInTranslator(["(S (NP XX )NP (VP XX XX )VP )S", "(S XX", ""])
     parser = Parser(translator, Linearizer())
-    trees = parser.parse([["(", "it", ")"], "works .", []])
-    assert translator.inputs == ["-LRB- it -RRB-", "works .", ""]
+    trees = parser.parse([["(", "it", ":-)"], "works .", []])
+    # As the treebank spells them, inside words too (Stanford's PTB tokenizer: ':-RRB-').
+    assert translator.inputs == ["-LRB- it :--RRB-", "works .", ""]
     assert [str(t) for t in trees] == [
-        "(TOP (S (NP (XX -LRB-)) (VP (XX it) (XX -RRB-))))",
+        "(TOP (S (NP (XX -LRB-)) (VP (XX it) (XX :--RRB-))))",
         "(TOP (S (XX works) (XX .)))", "(TOP)"]
     assert parser.last_repaired == 1 and parser.last_repairs == {"unclosed_brackets": 1,
                                                                  "missing_word_slots": 1}
@@ -52,6 +55,26 @@ def test_parser_escapes_brackets_repairs_and_counts():
         parser.parse([3])
     with pytest.raises(TypeError, match="wrap it in a list"):
         parser.parse("one sentence")
+
+
+def test_a_run_without_parsing_json_is_refused_before_its_model_loads(tmp_path):
+    # A translation run: a model file (never read: the check comes first), no parsing.json.
+    run = tmp_path / "translation_run"
+    run.mkdir()
+    (run / "model.keras").write_bytes(b"not a model")
+    for call in (lambda: read_parsing_settings(run), lambda: Parser.load(str(run)),
+                 lambda: kt.parse([["It", "works"]], model=str(run)),
+                 lambda: Parser.load(str(run / "model.keras"))):
+        with pytest.raises(UserInputError, match="has no parsing.json, so it is not a "
+                                                 "parsing run") as info:
+            call()
+        assert "ptb_parsing.py" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(UserInputError, match="does not exist"):
+        read_parsing_settings(tmp_path / "missing")
+    # An explicit linearizer needs no parsing.json: the model load is what fails here.
+    with pytest.raises(Exception) as info:
+        Parser.load(str(run), linearizer=Linearizer())
+    assert "parsing.json" not in str(info.value)
 
 
 # A toy grammar: three sentence patterns, the tree fixed by the pattern.

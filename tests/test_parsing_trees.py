@@ -8,6 +8,7 @@ from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.trees import (
     Tree,
     TreeSyntaxError,
+    escape_brackets,
     parse_tree,
     preprocess,
     read_preprocessed,
@@ -86,6 +87,15 @@ def test_tree_equality_and_preprocess_leaves_input_unchanged():
     preprocess(tree)
     assert str(tree) == before
     assert Tree("NP", [Tree("NN", ["a"])]) == parse_tree("(NP (NN a))")
+
+
+def test_brackets_in_words_and_labels_are_written_as_the_treebank_does():
+    # By hand, the PTB spelling: every '(' -> -LRB-, every ')' -> -RRB-, inside words too.
+    assert [escape_brackets(w) for w in ["(", ")", ":-)", "(a", "a)b(", "-LRB-", "dog"]] == [
+        "-LRB-", "-RRB-", ":--RRB-", "-LRB-a", "a-RRB-b-LRB-", "-LRB-", "dog"]
+    tree = Tree("TOP", [Tree("NP(", [Tree("NN", [":-)"]), Tree("NN", ["(a"])])])
+    assert str(tree) == "(TOP (NP-LRB- (NN :--RRB-) (NN -LRB-a)))"
+    assert parse_tree(str(tree)).leaves() == [":--RRB-", "-LRB-a"]
 
 
 @pytest.mark.parametrize("name", SHARED_TREE_FILES)

@@ -2,7 +2,11 @@
 
 `--task parsing --gold G --test T` scores parser output instead: EVALB's labelled bracket
 recall, precision, F1 and complete match with COLLINS.prm semantics (or `--prm FILE`),
-with error and skip sentences counted and listed (`keras_transformer.parsing.evalb`).
+with error and skip sentences counted and listed (`keras_transformer.parsing.evalb`). Test
+trees whose every tag is `XX` (a parser that predicts no tags, as `keras-transformer parse`
+by default) get the gold tags put in first, as EVALB deletes punctuation by tag; tagging
+accuracy is then reported as not measured. Translation flags are refused with `--task
+parsing`, not ignored.
 
 Prints the sacreBLEU score with its signature, chrF, and with `--paper-bleu` the paper-style
 tokenized BLEU (clearly labelled: not comparable with sacreBLEU). `--json` ends the output with
@@ -54,6 +58,11 @@ def add_arguments(parser):
     for action in parser._actions:
         if action.dest == "model":
             action.required = False
+    # Every flag but these is translation's: --task parsing refuses them when set.
+    shared = {"help", "task", "json", "gold", "test", "prm", "per_sentence"}
+    parser.set_defaults(translation_flags=[
+        (max(action.option_strings, key=len), action.dest, action.default)
+        for action in parser._actions if action.dest not in shared])
 
 
 def _read(path):
@@ -66,14 +75,48 @@ def _read(path):
         raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
 
 
-def run_parsing(args):
-    from keras_transformer.parsing.evalb import COLLINS, evaluate_files, read_params
+def _with_gold_tags(gold, test):
+    """`test` lines with the gold tags in place of `XX` slots when every tag of every test
+    tree is `XX` (no tags predicted), and whether that was so; else `test` unchanged."""
+    from keras_transformer.parsing.linearization import WORD_SLOT, with_tags
+    from keras_transformer.parsing.trees import parse_tree
 
+    try:
+        trees = [parse_tree(line) if line.strip() else None for line in test]
+    except UserInputError:
+        return test, False  # EVALB reports the unreadable lines as error sentences
+    tags = [tag for tree in trees if tree is not None for _, tag in tree.pos()]
+    if not tags or any(tag != WORD_SLOT for tag in tags):
+        return test, False
+    result = []
+    for gold_line, line, tree in zip(gold, test, trees):
+        try:
+            result.append(str(with_tags(tree, [t for _, t in parse_tree(gold_line).pos()])))
+        except (UserInputError, ValueError):  # unreadable gold, word count differs: as is
+            result.append(line)
+    return result + test[len(result):], True
+
+
+def run_parsing(args):
+    from keras_transformer.parsing.evalb import COLLINS, evaluate, read_gold_lines, read_params
+    from keras_transformer.parsing.trees import read_text_lines
+
+    given = [flag for flag, dest, default in args.translation_flags
+             if getattr(args, dest) != default]
+    if given:
+        raise UserInputError(f"{given[0]} is a translation flag, not used by --task parsing "
+                             "(which reads --gold, --test, --prm, --per-sentence, --json): "
+                             f"drop {' '.join(given)}")
     if not args.gold or not args.test:
         raise UserInputError("--task parsing needs --gold FILE and --test FILE (one tree per "
                              "line each, the same sentences in the same order)")
     params = read_params(args.prm) if args.prm else COLLINS
-    report = evaluate_files(args.gold, args.test, params)
+    gold = read_gold_lines(args.gold)
+    test, slots = _with_gold_tags(gold, read_text_lines(args.test))
+    if slots:
+        print("the test trees have XX word slots (no predicted tags): scored with the gold "
+              "tags put in; tagging accuracy not measured", file=sys.stderr)
+    report = evaluate(gold, test, params, tags_predicted=not slots)
     print(report.format(per_sentence=args.per_sentence))
     if args.json:
         print(report.to_json(gold=args.gold, test=args.test,

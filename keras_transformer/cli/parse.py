@@ -56,7 +56,9 @@ def run(args):
                                  "install 'keras-nmt-transformer[parsing]', or give "
                                  "tokenized text") from None
         tokenizer = TreebankWordTokenizer()
-    parser = Parser(translator_from_args(args), read_parsing_settings(args.model[0]))
+    # Before the model loads: a run without parsing.json is refused in one line.
+    linearizer = read_parsing_settings(args.model[0])
+    parser = Parser(translator_from_args(args), linearizer)
     count = repaired = 0
     start = time.perf_counter()
     with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:

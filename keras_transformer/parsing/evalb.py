@@ -23,6 +23,11 @@ nikitakit/self-attentive-parser's `EVALB/`), of what the parsing literature repo
 
 Not supported: `QUOTE_LABEL` (the quote re-insertion of `new.prm`; COLLINS.prm has none).
 
+`tags_predicted=False` is for test trees whose tags the parser did not predict (`XX` word
+slots, the gold tags put in for scoring as `linearization.with_tags` does): bracket figures
+are the same, and tagging accuracy, which would read 100, is reported as not measured
+(`None`, JSON `null`, `n/a` in the text).
+
 Example:
 >>> report = evaluate(["(S (NP (DT a) (NN b)) (VP (VB c)))"], ["(S (NP (DT a) (NN b) (VB c)))"])
 >>> round(report.all.recall, 2), round(report.all.precision, 2)
@@ -212,11 +217,13 @@ class SentenceResult:
     def precision(self):
         return 100.0 * self.matched / self.test if self.test else 0.0
 
-    def format(self):
+    def format(self, tags_predicted=True):
+        tags = (f"{self.correct_tags:4d}   "
+                f"{100.0 * self.correct_tags / self.words if self.words else 0.0:6.2f}"
+                if tags_predicted else " n/a      n/a")
         return (f"{self.id:4d}  {self.length:3d}    {self.status}  {self.recall:6.2f} "
                 f"{self.precision:6.2f}   {self.matched:3d}    {self.gold:3d}  {self.test:3d}"
-                f"    {self.crossing:3d}   {self.words:4d}  {self.correct_tags:4d}   "
-                f"{100.0 * self.correct_tags / self.words if self.words else 0.0:6.2f}")
+                f"    {self.crossing:3d}   {self.words:4d}  {tags}")
 
 
 def score_sentence(gold, test, params=COLLINS, id=1):
@@ -290,9 +297,10 @@ class Summary:
     two_or_less_crossing_sentences: int
     words: int
     correct_tags: int
+    tags_predicted: bool = True
 
     @classmethod
-    def of(cls, results):
+    def of(cls, results, tags_predicted=True):
         valid = [r for r in results if r.status == 0]
         return cls(
             sentences=len(results),
@@ -304,7 +312,8 @@ class Summary:
             crossing=sum(r.crossing for r in valid),
             no_crossing_sentences=sum(r.crossing == 0 for r in valid),
             two_or_less_crossing_sentences=sum(r.crossing <= 2 for r in valid),
-            words=sum(r.words for r in valid), correct_tags=sum(r.correct_tags for r in valid))
+            words=sum(r.words for r in valid), correct_tags=sum(r.correct_tags for r in valid),
+            tags_predicted=tags_predicted)
 
     @property
     def valid_sentences(self):
@@ -344,6 +353,9 @@ class Summary:
 
     @property
     def tagging_accuracy(self):
+        """Percent of scored words with the gold tag; None when the tags were not predicted."""
+        if not self.tags_predicted:
+            return None
         return 100.0 * self.correct_tags / self.words if self.words else 0.0
 
     def format(self):
@@ -358,7 +370,8 @@ class Summary:
                    ("No crossing", self.no_crossing),
                    ("2 or less crossing", self.two_or_less_crossing),
                    ("Tagging accuracy", self.tagging_accuracy)]
-        lines += [f"{name:<26}= {value:6.2f}" for name, value in figures]
+        lines += [f"{name:<26}= {'n/a' if value is None else format(value, '6.2f'):>6}"
+                  for name, value in figures]
         return "\n".join(lines)
 
     def to_dict(self):
@@ -368,7 +381,8 @@ class Summary:
                 "recall": round(self.recall, 2), "precision": round(self.precision, 2),
                 "f1": round(self.f1, 2), "complete_match": round(self.complete_match, 2),
                 "average_crossing": round(self.average_crossing, 2),
-                "tagging_accuracy": round(self.tagging_accuracy, 2)}
+                "tagging_accuracy": (None if self.tagging_accuracy is None
+                                     else round(self.tagging_accuracy, 2))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,6 +393,7 @@ class EvalbReport:
     all: Summary
     short: Summary
     cutoff_len: int
+    tags_predicted: bool = True
 
     def problems(self):
         """`(line, status, message)` of every error and skip sentence."""
@@ -391,15 +406,16 @@ class EvalbReport:
             lines += ["  Sent.                        Matched  Bracket   Cross        Correct Tag",
                       " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words  Tags "
                       "Accracy", "=" * 76]
-            lines += [r.format() for r in self.sentences]
+            lines += [r.format(self.tags_predicted) for r in self.sentences]
             lines.append("=" * 76)
             total = self.all
             if total.gold_brackets and total.test_brackets:
                 lines.append(f"                {total.recall:6.2f} {total.precision:6.2f} "
                              f"{total.matched:6d} {total.gold_brackets:5d} "
                              f"{total.test_brackets:5d}  {total.crossing:5d}  "
-                             f"{total.words:5d} {total.correct_tags:5d}   "
-                             f"{total.tagging_accuracy:6.2f}")
+                             f"{total.words:5d} " + (
+                                 f"{total.correct_tags:5d}   {total.tagging_accuracy:6.2f}"
+                                 if self.tags_predicted else "  n/a      n/a"))
         lines += ["=== Summary ===", "", "-- All --", self.all.format(), "",
                   f"-- len<={self.cutoff_len} --", self.short.format()]
         for line, status, message in self.problems():
@@ -414,13 +430,15 @@ class EvalbReport:
         return json.dumps(values, sort_keys=True)
 
 
-def evaluate(gold, test, params=COLLINS):
+def evaluate(gold, test, params=COLLINS, tags_predicted=True):
     """Scores test trees against gold trees, line by line, as EVALB does.
 
     Args:
         gold, test: equally long lists of bracketed trees (strings, or objects whose `str`
             is one, such as `Tree`); `None` or "" in `test` is a skip sentence.
         params: an `EvalbParams` (default: COLLINS.prm).
+        tags_predicted: False when the test tags are not the parser's (`XX` slots filled
+            with the gold tags): tagging accuracy is then `None`, not a meaningless 100.
 
     Returns:
         An `EvalbReport`.
@@ -435,18 +453,30 @@ def evaluate(gold, test, params=COLLINS):
     results = [score_sentence(str(g), "" if t is None else str(t), params, id=number)
                for number, (g, t) in enumerate(zip(gold, test), 1)]
     short = [r for r in results if r.length <= params.cutoff_len]
-    return EvalbReport(results, Summary.of(results), Summary.of(short), params.cutoff_len)
+    return EvalbReport(results, Summary.of(results, tags_predicted),
+                       Summary.of(short, tags_predicted), params.cutoff_len, tags_predicted)
 
 
-def evaluate_files(gold_path, test_path, params=COLLINS):
-    """`evaluate` on two files of one tree per line.
+def evaluate_files(gold_path, test_path, params=COLLINS, tags_predicted=True):
+    """`evaluate` on two files of one tree per line (`tags_predicted` as `evaluate`).
 
     Raises:
-        UserInputError: when a file cannot be read, the gold file holds no tree (every
-            figure would be a meaningless 0), or the files differ in line count.
+        UserInputError: when a file cannot be read, the gold file holds no tree, or the
+            files differ in line count.
     """
-    gold = read_text_lines(gold_path)
+    return evaluate(read_gold_lines(gold_path), read_text_lines(test_path), params,
+                    tags_predicted)
+
+
+def read_gold_lines(path):
+    """The lines of a gold file of one tree per line.
+
+    Raises:
+        UserInputError: when it cannot be read or holds no tree (every figure would be a
+            meaningless 0).
+    """
+    gold = read_text_lines(path)
     if not any(line.strip() for line in gold):
-        raise UserInputError(f"{gold_path!r} holds no gold trees: give a file of one "
+        raise UserInputError(f"{path!r} holds no gold trees: give a file of one "
                              "bracketed tree per line")
-    return evaluate(gold, read_text_lines(test_path), params)
+    return gold

@@ -8,8 +8,9 @@ call had to repair.
 
 A run folder trained by `pipelines/ptb_parsing.py` holds `parsing.json` with its
 `Linearizer` options (POS tags or `XX` slots, labelled closing brackets); `Parser.load`
-reads it. Words `(` and `)` are given to the model as the treebank spells them, `-LRB-` and
-`-RRB-`, so that trees print unambiguously.
+reads it, and refuses a folder without one (a translation run is not a parser). Brackets in
+words are given to the model as the treebank spells them (`(` -> `-LRB-`, `:-)` ->
+`:--RRB-`: `trees.escape_brackets`), so that trees print unambiguously.
 
 Example:
 >>> parse([["The", "dog", "barks", "."]], model="runs/ptb_parsing_wsj")  # doctest: +SKIP
@@ -22,24 +23,38 @@ import os
 
 from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import Linearizer
+from keras_transformer.parsing.trees import escape_brackets
 
 # Section 6.3: "we increased the maximum output length to input length + 300. We used a beam
 # size of 21 and alpha = 0.3 for both WSJ only and the semi-supervised setting."
 PAPER_DECODING = {"beam_size": 21, "alpha": 0.3, "max_extra_length": 300}
 PARSING_FILE = "parsing.json"
-_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
 
 
 def read_parsing_settings(path):
-    """The `Linearizer` recorded in `parsing.json` of a run folder (or beside a model file);
-    the default `Linearizer()` when there is none."""
+    """The `Linearizer` recorded in `parsing.json` of a run folder (or beside a model file).
+
+    Raises:
+        UserInputError: when the folder does not exist, or has no `parsing.json` (it is not
+            a parsing run: guessing the linearization would turn a translation model's
+            output into confident nonsense trees), or that file cannot be read.
+    """
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     if os.path.basename(folder) == "checkpoints":
         folder = os.path.dirname(folder)
     settings = os.path.join(folder, PARSING_FILE)
+    # A checkpoint prefix RUN/checkpoints/ckpt-N names no file itself, only ckpt-N.index.
+    if not (os.path.exists(path) or os.path.exists(path + ".index")):
+        raise UserInputError(f"{path!r} does not exist: give a parsing run folder (trained "
+                             "by pipelines/ptb_parsing.py), its .keras file or a checkpoint")
     if not os.path.isfile(settings):
-        return Linearizer()
+        raise UserInputError(
+            f"{folder!r} has no {PARSING_FILE}, so it is not a parsing run (a translation run?)"
+            f": train a parser with pipelines/ptb_parsing.py, or, for a model trained on "
+            f"linearized trees by other means, write its {PARSING_FILE} (e.g. "
+            f'{{"pos_tags": false, "closing_labels": true}}) or pass Parser.load(..., '
+            f"linearizer=Linearizer(...))")
     try:
         with open(settings, encoding="utf-8") as file:
             return Linearizer.from_dict(json.load(file))
@@ -62,7 +77,7 @@ def _words(sentence, index):
     else:
         raise TypeError(f"sentences[{index}] must be a list of words or a string of "
                         f"space-separated words, got {type(sentence).__name__}")
-    return [_ESCAPES.get(word, word) for word in words]
+    return [escape_brackets(word) for word in words]
 
 
 class Parser:
@@ -94,12 +109,18 @@ class Parser:
             beam_size, alpha, max_extra_length: the search (default: section 6.3's).
             linearizer: default: the run's `parsing.json`.
             **options: other `Translator` arguments (batch_size, ...).
+
+        Raises:
+            UserInputError: when `linearizer` is not given and the run has no
+                `parsing.json` (checked before the model is loaded).
         """
         from keras_transformer.translation import Translator
 
+        if linearizer is None:
+            linearizer = read_parsing_settings(path)
         translator = Translator.load(path, beam_size=beam_size, alpha=alpha,
                                      max_extra_length=max_extra_length, **options)
-        return cls(translator, linearizer or read_parsing_settings(path))
+        return cls(translator, linearizer)
 
     def parse_with_repairs(self, sentences):
         """`Delinearized` results (tree and repairs) for `sentences`."""

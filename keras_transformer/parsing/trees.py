@@ -17,6 +17,10 @@ stays optional (the `parsing` extra), for `keras-transformer parse --tokenize` o
 Bad input (unbalanced brackets, an empty line, text that is not a tree) raises one
 `TreeSyntaxError` (a `UserInputError`) that names the file, the line and what to fix.
 
+Brackets inside words and labels are written as the treebank spells them, `(` as `-LRB-`
+and `)` as `-RRB-` (`escape_brackets`: `:-)` -> `:--RRB-`, as Stanford's PTB tokenizer
+does), so that `str(tree)` is always one tree that reads back.
+
 Example:
 >>> tree = preprocess(parse_tree("( (S (NP-SBJ (-NONE- *)) (VP (VBZ is) (ADJP (JJ fine)))))"))
 >>> str(tree)
@@ -37,6 +41,23 @@ NONE_LABEL = "-NONE-"
 ROOT_LABELS = ("", "ROOT", TOP)
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+BRACKET_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+
+
+def escape_brackets(text):
+    """`text` with every `(` and `)` in it spelled as the Penn Treebank does.
+
+    A bracket in a word or label would end or open a constituent when the tree is read back;
+    the treebank writes the words `(` and `)` as `-LRB-` and `-RRB-`, and brackets inside a
+    word the same way.
+
+    Example:
+    >>> escape_brackets("("), escape_brackets(":-)"), escape_brackets("dog")
+    ('-LRB-', ':--RRB-', 'dog')
+    """
+    if "(" not in text and ")" not in text:
+        return text
+    return text.replace("(", BRACKET_ESCAPES["("]).replace(")", BRACKET_ESCAPES[")"])
 
 
 class TreeSyntaxError(UserInputError):
@@ -86,8 +107,11 @@ class Tree:
         return pairs
 
     def __str__(self):
-        parts = [child if isinstance(child, str) else str(child) for child in self.children]
-        return f"({self.label} {' '.join(parts)})" if parts else f"({self.label})"
+        # Escaped, so that a word such as ':-)' cannot close a bracket when read back.
+        parts = [escape_brackets(child) if isinstance(child, str) else str(child)
+                 for child in self.children]
+        label = escape_brackets(self.label)
+        return f"({label} {' '.join(parts)})" if parts else f"({label})"
 
     def __repr__(self):
         return f"Tree({str(self)!r})"
