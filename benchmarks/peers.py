@@ -46,3 +46,57 @@ def importable_peers(requested, modules, stream=None):
                 continue
         present.append(peer)
     return present, skipped
+
+
+def speed_ratios(rows, matched, ours="ours"):
+    """Our best row over the best peer row, and ours over each peer in a matched mode.
+
+    One config and one precision: only rows of the same numerics are compared. A row whose
+    `tokens_per_s` is None (it failed, or its peer was skipped) takes part in nothing, and a
+    ratio that lacks a side is None, so that a missing peer never reads as a win.
+
+    Args:
+        rows: dicts with `system` (`ours` or a peer), `mode` and `tokens_per_s`.
+        matched: `(peer, peer_mode, our_mode)` triples: the modes that do the same kind of
+            execution on both sides (e.g. `("torch", "compile", "xla_on")`: both compiled).
+        ours: the system name of our rows.
+
+    Returns:
+        `{"over_best_peer": R, "ours_best": MODE, "best_peer": "PEER MODE",
+        "matched": {"PEER/MODE": R}}` with ratios of tokens/s rounded to 3 decimals.
+
+    Example:
+    >>> rows = [{"system": "ours", "mode": "xla_off", "tokens_per_s": 300.0},
+    ...         {"system": "ours", "mode": "xla_on", "tokens_per_s": 360.0},
+    ...         {"system": "torch", "mode": "eager", "tokens_per_s": 200.0},
+    ...         {"system": "torch", "mode": "compile", "tokens_per_s": 400.0}]
+    >>> ratios = speed_ratios(rows, [("torch", "eager", "xla_off"),
+    ...                              ("torch", "compile", "xla_on")])
+    >>> ratios["over_best_peer"], ratios["matched"]
+    (0.9, {'torch/eager': 1.5, 'torch/compile': 0.9})
+    """
+    def rate(system, mode):
+        for row in rows:
+            if row["system"] == system and row["mode"] == mode:
+                return row["tokens_per_s"]
+        return None
+
+    def best(candidates):
+        candidates = [r for r in candidates if r["tokens_per_s"] is not None]
+        return max(candidates, key=lambda r: r["tokens_per_s"]) if candidates else None
+
+    def ratio(numerator, denominator):
+        if numerator is None or denominator is None:
+            return None
+        return round(numerator / denominator, 3)
+
+    best_ours = best(r for r in rows if r["system"] == ours)
+    best_peer = best(r for r in rows if r["system"] != ours)
+    return {
+        "over_best_peer": ratio(best_ours and best_ours["tokens_per_s"],
+                                best_peer and best_peer["tokens_per_s"]),
+        "ours_best": best_ours and best_ours["mode"],
+        "best_peer": best_peer and f"{best_peer['system']} {best_peer['mode']}",
+        "matched": {f"{peer}/{peer_mode}": ratio(rate(ours, our_mode), rate(peer, peer_mode))
+                    for peer, peer_mode, our_mode in matched},
+    }

@@ -1,49 +1,78 @@
-"""Train-step throughput (target tokens/s) and MFU: ours against two peers at identical dims.
+"""Train-step throughput (target tokens/s) and MFU: ours against two peers doing the same work.
 
-For each config (tiny, small, base) and the same fixed batch (B sentences of L source and L
-target tokens, no padding, vocabulary V), times full training steps (forward, label-smoothed
-loss, backward, Adam update) of:
+For each config (tiny, small, base) and one fixed batch (B sentences of L source and L target
+tokens, vocabulary V), times full training steps (forward, label-smoothed loss, backward, Adam
+update) of three systems, each configured to do the work of our default train step:
 
 - ours: `keras_transformer.training.TrainingModel` (the token-exact train step of `train()`)
-  with `model.fit`, without and with XLA (`jit_compile`), in each `--precision` (float32, and
-  `mixed_bfloat16` as `precision: mixed_bfloat16` trains: bfloat16 compute, float32 weights);
-- keras-hub: `TokenAndPositionEmbedding` + `TransformerEncoder`/`TransformerDecoder` stacks +
-  a Dense softmax layer, compiled with Adam and sparse cross-entropy (what a Keras user builds
-  today; Keras resolves its `jit_compile="auto"` to XLA on TensorFlow);
-- PyTorch: `nn.Embedding` + `nn.Transformer` (batch_first, post-norm) + `nn.Linear`, Adam,
-  `CrossEntropyLoss(label_smoothing=0.1)`, eager.
+  under `model.fit`, default `TransformerConfig` apart from the dims: post-norm, dropout 0.1
+  on the embedding + positional-encoding sums and on every sub-layer output, none on the
+  attention probabilities or after the ReLU, one embedding matrix for source, target and the
+  output projection (no output bias), sinusoidal positions, label smoothing 0.1, Adam (0.9,
+  0.98, 1e-9) on the Noam schedule (`build_optimizer`), float32 logits and loss.
+- keras-hub: `TransformerEncoder`/`TransformerDecoder` stacks (post-norm, `dropout=0.1` on
+  their sub-layer outputs) between one `ReversibleEmbedding` used for source, target and,
+  reversed, the output projection (tied, no bias), scaled by sqrt(d_model), plus
+  `SinePositionEncoding` and a dropout 0.1; the dropout that keras-hub applies with the same
+  rate to the attention probabilities is set to `--attention-dropout` (0: ours has none) on
+  each attention layer; the same `LabelSmoothedCrossEntropy(0.1)`, `build_optimizer`, and a
+  float32 cast of the logits.
+- torch: `nn.TransformerEncoderLayer`/`nn.TransformerDecoderLayer` stacks (`norm_first=False`,
+  no final stack LayerNorm: `nn.Transformer` adds one, ours has none), dropout 0.1 on
+  sub-layer outputs, the feed-forward's inner dropout replaced by `nn.Identity` (ours has
+  none), `MultiheadAttention.dropout` = `--attention-dropout`; one `nn.Embedding` for source,
+  target and output (`F.linear` with its weight: tied, no bias), sqrt(d_model) scale,
+  sinusoids, dropout 0.1; a float causal mask with `tgt_is_causal=True`;
+  `CrossEntropyLoss(label_smoothing=0.1, ignore_index=0)` on float32 logits; Adam (0.9, 0.98,
+  1e-9, fused where this PyTorch has it) on the Noam schedule (`LambdaLR`).
 
-MFU = model FLOPs per second / the machine's measured matmul peak (best of TensorFlow's and
-PyTorch's float32 matmul rate on large square matrices; bfloat16 rows too are divided by it).
-Model FLOPs = 3 x the forward matmul and attention FLOPs of the encoder-decoder at these dims
-(the same formula for all three).
+Padding: the batch has none (every sentence is L tokens on every side), so the peers get no
+key-padding masks (in PyTorch, boolean key-padding masks merge into per-head float masks and
+take attention off its fused causal kernel). Ours always builds its padding mask from the
+ids (part of our model; a cost to ours only).
 
-Each timing is the best of `--repeats` windows of `--steps` steps after a warm-up (compilation)
-window; the cores are shared, so the best window is the least disturbed one. Prints a table,
-and last one JSON line with the headline figures. A peer that is not installed is skipped with
-one line and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` installs
-every peer).
+Modes and precisions: ours and keras-hub with XLA forced off and on (`jit_compile=False` /
+`True`), PyTorch eager and `torch.compile`; each in fp32 and bf16 (Keras `mixed_bfloat16`,
+PyTorch `autocast(bfloat16)`; float32 weights, Adam and loss on every side). Rows are compared
+only within one precision. Headline per config and precision: our best row over the best peer
+row, and the matched ratios: ours XLA off over keras-hub XLA off and over PyTorch eager (no
+compiler on either side), ours XLA on over keras-hub XLA on and over `torch.compile` (both
+compiled).
+
+MFU = model FLOPs/s / the measured matmul peak of the same precision (the best of
+TensorFlow's and PyTorch's rate on 2048x2048 products). Model FLOPs = 3 x the forward matmul
+and attention FLOPs at these dims (one formula for all systems; embedding lookups excluded).
+
+Each row runs in its own Python process (no thread pools, compiled graphs or dtype policies
+shared between rows; a crash is one failed row) and is the best of `--repeats` windows of
+`--steps` steps after a warm-up (compilation) window. A peer that is not installed is
+skipped with one line and listed under "skipped_peers"; a row that fails (e.g. no C++
+compiler for `torch.compile`) prints one line, shows "failed" and is listed under
+"failed_rows". Prints the table, the headline lines, and last one JSON line.
 
 Usage:
-    python benchmarks/train_throughput.py [--configs tiny small base] [--batch 32]
-        [--length 32] [--steps 5] [--repeats 3] [--precision float32 mixed_bfloat16]
+    python benchmarks/train_throughput.py [--configs tiny small base] [--precisions fp32 bf16]
+        [--modes xla_off xla_on eager compile] [--peers keras_hub torch] [--batch 32]
+        [--length 32] [--vocab-size 8000] [--steps 5] [--repeats 3] [--attention-dropout 0]
 """
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
+from peers import importable_peers, speed_ratios  # noqa: E402  (benchmarks/peers.py)
 
 PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
 CONFIGS = {  # name -> (N, d_model, d_ff, h)
@@ -52,28 +81,44 @@ CONFIGS = {  # name -> (N, d_model, d_ff, h)
     "base": (6, 512, 2048, 8),
     "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (pipelines/multi30k.py)
 }
+SYSTEM_MODES = {"ours": ("xla_off", "xla_on"), "keras_hub": ("xla_off", "xla_on"),
+                "torch": ("eager", "compile")}
+# (peer, peer mode, our mode): no compiler on either side, or a compiler on both.
+MATCHED = [("keras_hub", "xla_off", "xla_off"), ("keras_hub", "xla_on", "xla_on"),
+           ("torch", "eager", "xla_off"), ("torch", "compile", "xla_on")]
+DROPOUT = 0.1
+LABEL_SMOOTHING = 0.1
+MAX_LENGTH = 256
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", default=["tiny", "small", "base"], choices=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=["tiny", "small", "base"],
+                        choices=list(CONFIGS))
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
+                        choices=["fp32", "bf16"])
+    parser.add_argument("--modes", nargs="+", default=["xla_off", "xla_on", "eager", "compile"],
+                        choices=["xla_off", "xla_on", "eager", "compile"],
+                        help="xla_off/xla_on for ours and keras-hub, eager/compile for torch")
+    parser.add_argument("--peers", nargs="+", default=["keras_hub", "torch"],
+                        choices=["keras_hub", "torch"])
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
     parser.add_argument("--length", type=int, default=32, help="source and target length")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--steps", type=int, default=5, help="steps per timed window")
     parser.add_argument("--repeats", type=int, default=3, help="timed windows (best kept)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps first (XLA and torch.compile compile in them)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="CPU threads for TensorFlow and PyTorch alike")
-    parser.add_argument("--peers", nargs="+", default=["keras_hub", "torch"],
-                        choices=["keras_hub", "torch"])
-    parser.add_argument("--no-xla", action="store_true", help="skip ours with XLA")
-    parser.add_argument("--precision", nargs="+", default=["float32"],
-                        choices=["float32", "mixed_bfloat16"],
-                        help="numerics of ours (default: float32; peers are float32)")
-    return parser.parse_args()
+    parser.add_argument("--attention-dropout", type=float, default=0.0,
+                        help="dropout on the attention probabilities, on every side (ours: 0)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # one row, in a child process
+    return parser.parse_args(argv)
 
 
-# -- FLOPs and peak ----------------------------------------------------------------------------
+# -- FLOPs, peak, machine ----------------------------------------------------------------------
 
 def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     """3 x forward FLOPs (multiply-add = 2) of one step: projections, feed-forward, attention
@@ -88,37 +133,62 @@ def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     return 3 * (num_layers * (encoder + decoder) + output)
 
 
-def matmul_peak(size=2048, repeats=5):
-    """Best float32 matmul FLOP/s of TensorFlow and of PyTorch (when installed)."""
-    a = tf.random.normal((size, size))
-    b = tf.random.normal((size, size))
+def _best_seconds(run, repeats):
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def matmul_peaks(precisions, threads, use_torch, size=2048, repeats=5):
+    """`{precision: {framework: FLOP/s}}`: the best rate of one size x size product."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
     flops = 2 * size ** 3
-    best = {}
-    tf.matmul(a, b).numpy()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tf.matmul(a, b).numpy()
-        times.append(time.perf_counter() - start)
-    best["tensorflow"] = flops / min(times)
-    try:
+    dtypes = {"fp32": ("float32", "float32"), "bf16": ("bfloat16", "bfloat16")}
+    peaks = {}
+    for precision in precisions:
+        tf_dtype, torch_dtype = dtypes[precision]
+        a = tf.cast(tf.random.normal((size, size)), tf_dtype)
+        b = tf.cast(tf.random.normal((size, size)), tf_dtype)
+        peaks[precision] = {"tensorflow": flops / _best_seconds(
+            lambda: float(tf.matmul(a, b)[0, 0]), repeats)}
+    if use_torch:
         import torch
-    except ImportError:
-        return best
-    x, y = torch.randn(size, size), torch.randn(size, size)
-    torch.matmul(x, y)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.matmul(x, y)
-        times.append(time.perf_counter() - start)
-    best["torch"] = flops / min(times)
-    return best
+
+        torch.set_num_threads(threads)
+        for precision in precisions:
+            x = torch.randn(size, size).to(getattr(torch, dtypes[precision][1]))
+            y = torch.randn(size, size).to(x.dtype)
+            peaks[precision]["torch"] = flops / _best_seconds(lambda: torch.matmul(x, y),
+                                                              repeats)
+    return peaks
+
+
+def cpu_description():
+    """`(model name, [the flags of CPU_FLAGS it has])` from /proc/cpuinfo (Linux)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    return model, [flag for flag in CPU_FLAGS if flag in flags]
 
 
 # -- data --------------------------------------------------------------------------------------
 
 def make_batch(batch, length, vocab_size, seed=0):
+    """Source, decoder input (bos + labels[:-1]) and labels; ids >= 4: no padding anywhere."""
     rng = np.random.default_rng(seed)
     source = rng.integers(4, vocab_size, size=(batch, length)).astype("int32")
     labels = rng.integers(4, vocab_size, size=(batch, length)).astype("int32")
@@ -126,205 +196,387 @@ def make_batch(batch, length, vocab_size, seed=0):
     return source, target, labels
 
 
-# -- timing of Keras models --------------------------------------------------------------------
+# -- Keras systems -----------------------------------------------------------------------------
 
-class _StepTimer:
-    """Wall time of `fit` windows; reading the loss forces the step to finish."""
-
-    def __init__(self):
-        import keras
-
-        class Callback(keras.callbacks.Callback):
-            def on_train_begin(inner, logs=None):
-                self.start = time.perf_counter()
-
-            def on_train_end(inner, logs=None):
-                float(np.asarray(inner.model.optimizer.iterations.value))
-                self.seconds = time.perf_counter() - self.start
-
-        self.callback = Callback()
-
-
-def time_keras(model, dataset, steps, repeats):
-    timer = _StepTimer()
-    model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0, shuffle=False)  # compile
-    windows = []
-    for _ in range(repeats):
-        model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False,
-                  callbacks=[timer.callback])
-        windows.append(timer.seconds)
-    return min(windows)
-
-
-def ours(dims, vocab_size, data, steps, repeats, xla, precision="float32"):
+def time_keras(model, dataset, steps, repeats, warmup):
+    """Best of `repeats` windows of `steps` steps, all in one `fit` call after `warmup`
+    (compiling) steps: each new `fit` call retraces its train function, and with XLA that
+    recompiles it (seconds), so windows in separate calls would time compilation. A window
+    runs from its first step's start to its last step's end (reading a variable waits for
+    the step)."""
     import keras
 
-    from keras_transformer import TransformerConfig, build_model, build_optimizer
+    marks = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch >= warmup and (batch - warmup) % steps == 0:
+                marks.append(time.perf_counter())
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch >= warmup and (batch - warmup) % steps == steps - 1:
+                float(np.asarray(self.model.optimizer.iterations.value))
+                marks[-1] = time.perf_counter() - marks[-1]
+
+    model.fit(dataset, steps_per_epoch=warmup + repeats * steps, epochs=1, verbose=0,
+              shuffle=False, callbacks=[Timer()])
+    return min(marks)
+
+
+def keras_dtype(precision):
+    return None if precision == "fp32" else "mixed_bfloat16"
+
+
+def build_ours(dims, vocab_size, precision, attention_dropout):
+    import keras
+
+    from keras_transformer import TransformerConfig, build_model
     from keras_transformer.training import TrainingModel
 
     num_layers, d_model, d_ff, heads = dims
     keras.utils.set_random_seed(0)
     config = TransformerConfig(vocab_size=vocab_size, num_layers=num_layers, d_model=d_model,
-                               d_ff=d_ff, num_heads=heads, max_length=256)
-    model = TrainingModel(build_model(config,
-                                      dtype=None if precision == "float32" else precision))
-    optimizer = build_optimizer(d_model)
-    model.compile(optimizer=optimizer, jit_compile=xla)
+                               d_ff=d_ff, num_heads=heads, max_length=MAX_LENGTH,
+                               dropout=DROPOUT, label_smoothing=LABEL_SMOOTHING,
+                               attention_dropout=attention_dropout)
+    return TrainingModel(build_model(config, dtype=keras_dtype(precision)))
+
+
+def run_ours(spec, data):
+    import tensorflow as tf
+
+    from keras_transformer import build_optimizer
+
+    model = build_ours(spec["dims"], spec["vocab_size"], spec["precision"],
+                       spec["attention_dropout"])
+    optimizer = build_optimizer(spec["dims"][1])
+    model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on")
     optimizer.build(model.transformer.trainable_variables)
     source, target, labels = data
     dataset = tf.data.Dataset.from_tensors(
         (({"source_ids": source, "target_ids": target}, labels),)).repeat()
-    seconds = time_keras(model, dataset, steps, repeats)
-    return seconds, model.transformer.count_params()
+    seconds = time_keras(model, dataset, spec["steps"], spec["repeats"], spec["warmup"])
+    return seconds, model.transformer.count_params(), bool(model.jit_compile)
 
 
-def keras_hub_model(dims, vocab_size, data, steps, repeats):
+def build_keras_hub(dims, vocab_size, precision, attention_dropout):
+    """The same network from keras-hub layers (see the module docstring); no padding masks."""
     import keras
     import keras_hub
 
     num_layers, d_model, d_ff, heads = dims
+    dtype = keras_dtype(precision)
     keras.utils.set_random_seed(0)
+    # One matrix for source, target and (reversed) the output projection, as ours.
+    embedding = keras_hub.layers.ReversibleEmbedding(
+        vocab_size, d_model, tie_weights=True, dtype=dtype,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model ** -0.5))
+    positions = keras_hub.layers.SinePositionEncoding(dtype=dtype)
+
+    def embed(ids):
+        x = embedding(ids) * math.sqrt(d_model)
+        return keras.layers.Dropout(DROPOUT, dtype=dtype)(x + positions(x))
+
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    x = keras_hub.layers.TokenAndPositionEmbedding(vocab_size, 256, d_model,
-                                                   mask_zero=True)(source_ids)
-    for _ in range(num_layers):
-        x = keras_hub.layers.TransformerEncoder(d_ff, heads, dropout=0.1)(x)
-    y = keras_hub.layers.TokenAndPositionEmbedding(vocab_size, 256, d_model,
-                                                   mask_zero=True)(target_ids)
-    for _ in range(num_layers):
-        y = keras_hub.layers.TransformerDecoder(d_ff, heads, dropout=0.1)(y, x)
-    logits = keras.layers.Dense(vocab_size)(y)
-    model = keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits)
-    model.compile(optimizer=keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                                   ignore_class=0))
+    stack_args = dict(intermediate_dim=d_ff, num_heads=heads, dropout=DROPOUT,
+                      layer_norm_epsilon=1e-6, dtype=dtype)
+    encoders = [keras_hub.layers.TransformerEncoder(**stack_args) for _ in range(num_layers)]
+    decoders = [keras_hub.layers.TransformerDecoder(**stack_args) for _ in range(num_layers)]
+    x = embed(source_ids)
+    for layer in encoders:
+        x = layer(x)
+    y = embed(target_ids)
+    for layer in decoders:
+        y = layer(y, x)  # causal self-attention by default
+    logits = keras.layers.Activation("linear", dtype="float32")(embedding(y, reverse=True))
+    # keras-hub's `dropout` also drops attention probabilities; ours does not (attention
+    # dropout 0 by default). Keras reads the rate at call time (0 also selects its
+    # `ops.dot_product_attention` path), so setting it after construction is enough.
+    for layer in encoders + decoders:
+        for attention in (layer._self_attention_layer,
+                          getattr(layer, "_cross_attention_layer", None)):
+            if attention is not None:
+                attention._dropout = attention_dropout
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits)
+
+
+def run_keras_hub(spec, data):
+    import tensorflow as tf
+
+    from keras_transformer import build_optimizer
+    from keras_transformer.losses import LabelSmoothedCrossEntropy
+
+    model = build_keras_hub(spec["dims"], spec["vocab_size"], spec["precision"],
+                            spec["attention_dropout"])
+    model.compile(optimizer=build_optimizer(spec["dims"][1]),
+                  loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
+                  jit_compile=spec["mode"] == "xla_on")
     source, target, labels = data
     dataset = tf.data.Dataset.from_tensors(
         ({"source_ids": source, "target_ids": target}, labels)).repeat()
-    seconds = time_keras(model, dataset, steps, repeats)
+    seconds = time_keras(model, dataset, spec["steps"], spec["repeats"], spec["warmup"])
     return seconds, model.count_params(), bool(model.jit_compile)
 
 
-def torch_model(dims, vocab_size, data, steps, repeats, threads):
+# -- PyTorch -----------------------------------------------------------------------------------
+
+def build_torch(dims, vocab_size, attention_dropout):
+    """The same network from `nn.Transformer*Layer`s (see the module docstring): a module whose
+    forward returns the label-smoothed loss (so that `torch.compile` sees loss and model)."""
     import torch
     from torch import nn
+    from torch.nn import functional
 
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
     num_layers, d_model, d_ff, heads = dims
+    torch.manual_seed(0)
+
+    def sinusoids(length):
+        position = torch.arange(length, dtype=torch.float32)[:, None]
+        angles = position / torch.pow(10000.0, torch.arange(0, d_model, 2) / d_model)
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(length, d_model)
 
     class Seq2Seq(nn.Module):
         def __init__(self):
             super().__init__()
-            self.source_embedding = nn.Embedding(vocab_size, d_model, padding_idx=0)
-            self.target_embedding = nn.Embedding(vocab_size, d_model, padding_idx=0)
-            self.positions = nn.Embedding(256, d_model)
-            self.transformer = nn.Transformer(d_model, heads, num_layers, num_layers, d_ff,
-                                              dropout=0.1, batch_first=True)
-            self.output = nn.Linear(d_model, vocab_size)
+            self.embedding = nn.Embedding(vocab_size, d_model)  # source, target and output
+            nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+            self.register_buffer("positions", sinusoids(MAX_LENGTH), persistent=False)
+            self.embedding_dropout = nn.Dropout(DROPOUT)
+            layer_args = dict(d_model=d_model, nhead=heads, dim_feedforward=d_ff,
+                              dropout=DROPOUT, batch_first=True, norm_first=False,
+                              layer_norm_eps=1e-6)
+            # No final LayerNorm (nn.Transformer adds one to each stack; post-norm has none).
+            self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer_args),
+                                                 num_layers, norm=None,
+                                                 enable_nested_tensor=False)
+            self.decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer_args),
+                                                 num_layers, norm=None)
+            for layer in [*self.encoder.layers, *self.decoder.layers]:
+                layer.dropout = nn.Identity()  # the dropout after the ReLU: ours has none
+                for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
+                    if attention is not None:
+                        attention.dropout = attention_dropout
+            causal = torch.full((MAX_LENGTH, MAX_LENGTH), float("-inf")).triu(1)
+            self.register_buffer("causal_mask", causal, persistent=False)
+            self.loss = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=LABEL_SMOOTHING)
 
-        def forward(self, source, target):
-            positions = torch.arange(source.shape[1])
-            # Boolean like the padding masks (True = masked): one mask type for all of them.
+        def embed(self, ids):
+            x = self.embedding(ids) * math.sqrt(d_model) + self.positions[:ids.shape[1]]
+            return self.embedding_dropout(x)
+
+        def forward(self, source, target, labels):
+            # No key-padding masks: the batch has no padding (they would merge into per-head
+            # float masks and take attention off the fused causal kernel).
+            memory = self.encoder(self.embed(source))
             length = target.shape[1]
-            mask = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
-            hidden = self.transformer(
-                self.source_embedding(source) + self.positions(positions),
-                self.target_embedding(target) + self.positions(positions[:target.shape[1]]),
-                tgt_mask=mask, tgt_is_causal=True,
-                src_key_padding_mask=source == 0, memory_key_padding_mask=source == 0,
-                tgt_key_padding_mask=target == 0)
-            return self.output(hidden)
+            hidden = self.decoder(self.embed(target), memory,
+                                  tgt_mask=self.causal_mask[:length, :length],
+                                  tgt_is_causal=True)
+            logits = functional.linear(hidden, self.embedding.weight).float()
+            return self.loss(logits.reshape(-1, vocab_size), labels.reshape(-1))
 
-    model = Seq2Seq()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
+    return Seq2Seq()
+
+
+def run_torch(spec, data):
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    model = build_torch(spec["dims"], spec["vocab_size"], spec["attention_dropout"])
+    d_model = spec["dims"][1]
+    adam = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    try:
+        optimizer = torch.optim.Adam(model.parameters(), fused=True, **adam)
+    except (RuntimeError, TypeError, ValueError):  # no fused CPU Adam in this PyTorch
+        optimizer = torch.optim.Adam(model.parameters(), foreach=True, **adam)
+    # The Noam schedule of build_optimizer (learning rate = factor x base lr 1.0).
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: d_model ** -0.5 * min((step + 1) ** -0.5,
+                                                      (step + 1) * 4000 ** -1.5))
+    loss_of = torch.compile(model) if spec["mode"] == "compile" else model
     source, target, labels = (torch.from_numpy(a.astype("int64")) for a in data)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+                              enabled=spec["precision"] == "bf16")
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        logits = model(source, target)
-        loss = loss_fn(logits.reshape(-1, vocab_size), labels.reshape(-1))
+        with autocast:
+            loss = loss_of(source, target, labels)
         loss.backward()
         optimizer.step()
+        schedule.step()
         return loss.item()
 
     model.train()
-    for _ in range(2):
+    for _ in range(spec["warmup"]):  # includes compilation
         step()
     windows = []
-    for _ in range(repeats):
+    for _ in range(spec["repeats"]):
         start = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(spec["steps"]):
             step()
         windows.append(time.perf_counter() - start)
-    return min(windows), sum(p.numel() for p in model.parameters())
+    return min(windows), sum(p.numel() for p in model.parameters()), spec["mode"] == "compile"
 
 
-def main():
-    args = parse_args()
-    peers, skipped_peers = importable_peers(args.peers, PEER_MODULES)
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    peaks = matmul_peak()
-    peak = max(peaks.values())
+# -- one row per child process -----------------------------------------------------------------
+
+RESULT_PREFIX = "RESULT "
+
+
+def worker(spec):
+    """Runs one measurement (`spec["kind"]`: a row, or the peaks) and prints its JSON."""
+    try:
+        if spec["kind"] == "peaks":
+            result = {"peaks": matmul_peaks(spec["precisions"], spec["threads"],
+                                            spec["use_torch"])}
+        else:
+            if spec["system"] != "torch":
+                import tensorflow as tf
+
+                tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+            data = make_batch(spec["batch"], spec["length"], spec["vocab_size"])
+            run = {"ours": run_ours, "keras_hub": run_keras_hub, "torch": run_torch}
+            seconds, params, compiled = run[spec["system"]](spec, data)
+            result = {"seconds": seconds, "params": params, "compiled": compiled}
+    except Exception as error:  # one line for the parent; the row is marked failed
+        message = str(error).strip().splitlines()
+        result = {"error": f"{type(error).__name__}: {message[0] if message else ''}"[:300]}
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def in_child(spec):
+    """Runs `worker(spec)` in a fresh interpreter; `{"error": ...}` if it died."""
+    process = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+                             capture_output=True, text=True)
+    for line in reversed(process.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    last = (process.stderr.strip().splitlines() or [f"exit status {process.returncode}"])[-1]
+    return {"error": f"child exited with status {process.returncode}: {last}"[:300]}
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+def versions(present):
+    found = {"python": platform.python_version()}
+    for name in ["tensorflow", "keras", *present]:
+        try:
+            module = __import__(name)
+            found[name] = getattr(module, "__version__", "?")
+        except ImportError:
+            pass
+    return found
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return worker(json.loads(args.worker))
+    present, skipped_peers = importable_peers(args.peers, PEER_MODULES)
+    systems = ["ours", *present]
+    peaks = in_child({"kind": "peaks", "precisions": args.precisions,
+                      "threads": args.threads, "use_torch": "torch" in present})
+    if "error" in peaks:
+        print(f"# matmul peak not measured: {peaks['error']} (MFU left out)", file=sys.stderr)
+        peak = {}
+    else:
+        peak = {p: max(rates.values()) for p, rates in peaks["peaks"].items()}
     tokens_per_step = args.batch * args.length
-    rows, headline = [], {}
+    rows, failed, headline = [], {}, {}
     for name in args.configs:
         dims = CONFIGS[name]
-        data = make_batch(args.batch, args.length, args.vocab_size)
-        flops = training_flops(dims[0], dims[1], dims[2], args.vocab_size, args.batch,
-                               args.length)
-        runs = []
-        for precision in args.precision:
-            for xla in [False] if args.no_xla else [False, True]:
-                seconds, params = ours(dims, args.vocab_size, data, args.steps, args.repeats,
-                                       xla=xla, precision=precision)
-                system = "ours" if precision == "float32" else f"ours {precision}"
-                runs.append((system, seconds, params, "yes" if xla else "no"))
-        if "keras_hub" in peers:
-            seconds, params, xla = keras_hub_model(dims, args.vocab_size, data, args.steps,
-                                                   args.repeats)
-            runs.append(("keras-hub", seconds, params, "yes" if xla else "no"))
-        if "torch" in peers:
-            seconds, params = torch_model(dims, args.vocab_size, data, args.steps,
-                                          args.repeats, args.threads)
-            runs.append(("torch nn.Transformer", seconds, params, "eager"))
-        for system, seconds, params, xla in runs:
-            step_seconds = seconds / args.steps
-            rows.append({"config": name, "system": system, "xla": xla, "params": params,
-                         "step_s": step_seconds, "tokens_per_s": tokens_per_step / step_seconds,
-                         "mfu": flops / step_seconds / peak})
-        config_rows = [r for r in rows if r["config"] == name]
-        ours_rows = [r for r in config_rows if r["system"].startswith("ours")]
-        best = max(ours_rows, key=lambda r: r["tokens_per_s"])
-        best_ours = best["tokens_per_s"]
-        peers = [r["tokens_per_s"] for r in config_rows if not r["system"].startswith("ours")]
-        headline[name] = {"ours_tokens_per_s": round(best_ours, 1),
-                          "mfu": round(best["mfu"], 4), "best": f"{best['system']}, XLA "
-                                                               f"{best['xla']}"}
-        fp32 = [r["tokens_per_s"] for r in ours_rows if r["system"] == "ours"]
-        bf16 = [r["tokens_per_s"] for r in ours_rows if r["system"] != "ours"]
-        if fp32 and bf16:
-            headline[name]["bf16_over_fp32"] = round(max(bf16) / max(fp32), 3)
-        if peers:
-            headline[name]["over_faster_peer"] = round(best_ours / max(peers), 3)
-        print(f"[{name}] done", file=sys.stderr, flush=True)
+        flops = training_flops(*dims[:3], args.vocab_size, args.batch, args.length)
+        headline[name] = {}
+        for precision in args.precisions:
+            precision_rows = []
+            for system in systems:
+                for mode in SYSTEM_MODES[system]:
+                    if mode not in args.modes:
+                        continue
+                    spec = {"kind": "row", "system": system, "mode": mode,
+                            "precision": precision, "dims": dims, "batch": args.batch,
+                            "length": args.length, "vocab_size": args.vocab_size,
+                            "steps": args.steps, "repeats": args.repeats,
+                            "warmup": args.warmup,
+                            "threads": args.threads,
+                            "attention_dropout": args.attention_dropout}
+                    result = in_child(spec)
+                    row = {"config": name, "precision": precision, "system": system,
+                           "mode": mode, "params": None, "step_s": None, "tokens_per_s": None,
+                           "mfu": None}
+                    label = f"{name} {precision} {system} {mode}"
+                    if "error" in result:
+                        failed[label] = result["error"]
+                        print(f"# {label}: failed, {result['error']}", file=sys.stderr,
+                              flush=True)
+                    else:
+                        step_s = result["seconds"] / args.steps
+                        row.update(params=result["params"], step_s=step_s,
+                                   tokens_per_s=tokens_per_step / step_s)
+                        if precision in peak:
+                            row["mfu"] = flops / step_s / peak[precision]
+                        print(f"# {label}: {row['tokens_per_s']:.0f} tokens/s",
+                              file=sys.stderr, flush=True)
+                    precision_rows.append(row)
+            ratios = speed_ratios(precision_rows, MATCHED)
+            best = max((r for r in precision_rows if r["system"] == "ours"
+                        and r["tokens_per_s"] is not None),
+                       key=lambda r: r["tokens_per_s"], default=None)
+            ratios["ours_tokens_per_s"] = best and round(best["tokens_per_s"], 1)
+            ratios["mfu"] = round(best["mfu"], 4) if best and best["mfu"] is not None else None
+            headline[name][precision] = ratios
+            best_peer_rate = max((r["tokens_per_s"] for r in precision_rows
+                                  if r["system"] != "ours" and r["tokens_per_s"]), default=None)
+            for row in precision_rows:
+                row["x_best_peer"] = (row["tokens_per_s"] / best_peer_rate
+                                      if row["tokens_per_s"] and best_peer_rate else None)
+            rows.extend(precision_rows)
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, threads {args.threads}; "
-          f"TF {tf.__version__}; matmul peak " + ", ".join(
-              f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in peaks.items()))
-    print(f"batch {args.batch} x {args.length} source + {args.length} target tokens, vocab "
-          f"{args.vocab_size}, best of {args.repeats} x {args.steps} steps\n")
-    print("| config | system | XLA | params | step s | target tokens/s | MFU |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    cpu, flags = cpu_description()
+    found = versions(present)
+    print(f"machine: {cpu} ({platform.machine()}, {os.cpu_count()} CPUs; flags: "
+          f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), threads {args.threads}; "
+          + ", ".join(f"{k} {v}" for k, v in found.items()))
+    if peak:
+        print("matmul peak: " + "; ".join(
+            f"{p} " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in rates.items()) + " GFLOP/s"
+            for p, rates in peaks["peaks"].items()))
+    print(f"batch {args.batch} x {args.length} source + {args.length} target tokens (no "
+          f"padding), vocab {args.vocab_size}, dropout {DROPOUT} (attention "
+          f"{args.attention_dropout}), label smoothing {LABEL_SMOOTHING}, tied embeddings; "
+          f"best of {args.repeats} x {args.steps} steps\n")
+    print("| config | precision | system | mode | params | step ms | target tokens/s | MFU | "
+          "x best peer |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|")
+
+    def cell(value, form):
+        return "-" if value is None else form.format(value)
+
     for r in rows:
-        print(f"| {r['config']} | {r['system']} | {r['xla']} | {r['params'] / 1e6:.2f}M | "
-              f"{r['step_s']:.3f} | {r['tokens_per_s']:.0f} | {100 * r['mfu']:.1f}% |")
-    print(json.dumps({"benchmark": "train_throughput", "machine": f"{os.cpu_count()}-CPU "
-                      f"{platform.machine()}", "peak_gflops": round(peak / 1e9, 1),
-                      "batch": args.batch, "length": args.length, **headline,
-                      "skipped_peers": skipped_peers}))
+        if r["step_s"] is None:
+            print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
+                  "failed | - | - | - | - |")
+            continue
+        print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
+              f"{r['params'] / 1e6:.2f}M | {1000 * r['step_s']:.1f} | "
+              f"{r['tokens_per_s']:.0f} | {cell(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | "
+              f"{cell(r['x_best_peer'], '{:.2f}')} |")
+    print()
+    for name, by_precision in headline.items():
+        for precision, h in by_precision.items():
+            matched = ", ".join(f"{k} {cell(v, '{:.2f}x')}" for k, v in h["matched"].items())
+            print(f"{name} {precision}: ours best ({h['ours_best']}) "
+                  f"{cell(h['over_best_peer'], '{:.2f}x')} the best peer ({h['best_peer']}); "
+                  f"matched: {matched}")
+    print(json.dumps({"benchmark": "train_throughput", "cpu": cpu, "cpu_flags": flags,
+                      "cpus": os.cpu_count(), "threads": args.threads, "versions": found,
+                      "peak_gflops": {p: round(v / 1e9, 1) for p, v in peak.items()},
+                      "batch": args.batch, "length": args.length,
+                      "vocab_size": args.vocab_size, "steps": args.steps,
+                      "repeats": args.repeats, "attention_dropout": args.attention_dropout,
+                      **headline, "skipped_peers": skipped_peers, "failed_rows": failed}))
 
 
 if __name__ == "__main__":
