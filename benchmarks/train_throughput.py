@@ -484,6 +484,9 @@ def main(argv=None):
     else:
         peak = {p: max(rates.values()) for p, rates in peaks["peaks"].items()}
     tokens_per_step = args.batch * args.length
+    # The pairs this run asked for (a skipped peer's stay, as null: never read as a win).
+    matched = [(peer, peer_mode, our_mode) for peer, peer_mode, our_mode in MATCHED
+               if peer in args.peers and peer_mode in args.modes and our_mode in args.modes]
     rows, failed, headline = [], {}, {}
     for name in args.configs:
         dims = CONFIGS[name]
@@ -520,7 +523,7 @@ def main(argv=None):
                         print(f"# {label}: {row['tokens_per_s']:.0f} tokens/s",
                               file=sys.stderr, flush=True)
                     precision_rows.append(row)
-            ratios = speed_ratios(precision_rows, MATCHED)
+            ratios = speed_ratios(precision_rows, matched)
             best = max((r for r in precision_rows if r["system"] == "ours"
                         and r["tokens_per_s"] is not None),
                        key=lambda r: r["tokens_per_s"], default=None)

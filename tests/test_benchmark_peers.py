@@ -1,0 +1,86 @@
+"""benchmarks/peers.py (skipped peers, headline ratios) and the same-work builds of
+benchmarks/train_throughput.py."""
+
+import importlib.util
+import io
+import pathlib
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = load("peers")
+
+
+def test_a_missing_peer_is_skipped_with_one_line_and_its_reason():
+    stream = io.StringIO()
+    present, skipped = peers.importable_peers(
+        ["ours", "absent", "json"], {"absent": "no_such_module_kt", "json": "json"}, stream)
+    assert present == ["ours", "json"]
+    assert list(skipped) == ["absent"] and "no_such_module_kt" in skipped["absent"]
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("# skipping peer absent:")
+
+
+def rows(*entries):
+    """`("ours", "xla_on", 300.0)` -> a row of system ours, mode xla_on, 300 tokens/s."""
+    return [{"system": system, "mode": mode, "tokens_per_s": rate}
+            for system, mode, rate in entries]
+
+
+def test_speed_ratios_take_our_best_over_the_best_peer_and_pair_the_modes():
+    table = rows(("ours", "xla_off", 300.0), ("ours", "xla_on", 240.0),
+                 ("keras_hub", "xla_off", 250.0), ("keras_hub", "xla_on", 200.0),
+                 ("torch", "eager", 120.0), ("torch", "compile", 400.0))
+    ratios = peers.speed_ratios(table, [("keras_hub", "xla_off", "xla_off"),
+                                        ("keras_hub", "xla_on", "xla_on"),
+                                        ("torch", "eager", "xla_off"),
+                                        ("torch", "compile", "xla_on")])
+    # 300 / 400; 300 / 250, 240 / 200, 300 / 120, 240 / 400.
+    assert ratios["over_best_peer"] == 0.75
+    assert ratios["ours_best"] == "xla_off" and ratios["best_peer"] == "torch compile"
+    assert ratios["matched"] == {"keras_hub/xla_off": 1.2, "keras_hub/xla_on": 1.2,
+                                 "torch/eager": 2.5, "torch/compile": 0.6}
+
+
+def test_a_failed_or_skipped_row_is_no_ratio_and_never_the_best_peer():
+    table = rows(("ours", "xla_off", 300.0), ("ours", "xla_on", None), ("torch", "eager", 150.0),
+                 ("torch", "compile", None))
+    ratios = peers.speed_ratios(table, [("torch", "eager", "xla_off"),
+                                        ("torch", "compile", "xla_on"),
+                                        ("keras_hub", "xla_off", "xla_off")])
+    assert ratios["over_best_peer"] == 2.0 and ratios["best_peer"] == "torch eager"
+    assert ratios["matched"] == {"torch/eager": 2.0, "torch/compile": None,
+                                 "keras_hub/xla_off": None}
+    alone = peers.speed_ratios(rows(("ours", "xla_off", 300.0)), [("torch", "eager", "xla_off")])
+    assert alone["over_best_peer"] is None and alone["best_peer"] is None
+
+
+def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
+    """Same work: one tied embedding for source, target and output, no output bias, no
+    learned positions, no final stack LayerNorm on any side. Each of those differences
+    changes the count: ours (tied, 2 x 100 x 32 fewer than untied) is 24576 at these dims,
+    the sum of embedding 3200, encoder layer 8544 and decoder layer 12832 below."""
+    pytest.importorskip("torch")
+    throughput = load("train_throughput")
+    dims, vocab_size = (1, 32, 64, 4), 100  # N, d_model, d_ff, h
+    d, f = 32, 64
+    attention = 4 * (d * d + d)
+    norm = 2 * d
+    feed_forward = d * f + f + f * d + d
+    expected = vocab_size * d + (attention + feed_forward + 2 * norm) \
+        + (2 * attention + feed_forward + 3 * norm)
+    ours = throughput.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
+    keras_hub = throughput.build_keras_hub(dims, vocab_size, "fp32", 0.0).count_params()
+    torch_model = throughput.build_torch(dims, vocab_size, 0.0)
+    torch_count = sum(p.numel() for p in torch_model.parameters())
+    assert expected == 24576
+    assert ours == keras_hub == torch_count == expected
