@@ -164,7 +164,8 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
                         ("dev.gold.trees", gold)):
         with atomic_write(os.path.join(output_dir, name)) as file:
             file.writelines(str(tree) + "\n" for tree in trees)
-    report = evaluate([str(t) for t in gold], [str(t) for t in scored])
+    report = evaluate([str(t) for t in gold], [str(t) for t in scored],
+                      tags_predicted=linearizer.pos_tags)
     figures = {"sentences": len(gold), "parse_seconds": round(seconds, 1),
                "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
                "repaired": parser.last_repaired, "repairs": dict(parser.last_repairs),
