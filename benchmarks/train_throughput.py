@@ -47,13 +47,18 @@ Each row runs in its own Python process (no thread pools, compiled graphs or dty
 shared between rows; a crash is one failed row) and is the best of `--repeats` windows of
 `--steps` steps after a warm-up (compilation) window. A peer that is not installed is
 skipped with one line and listed under "skipped_peers"; a row that fails (e.g. no C++
-compiler for `torch.compile`) prints one line, shows "failed" and is listed under
-"failed_rows". Prints the table, the headline lines, and last one JSON line.
+compiler for `torch.compile`) or runs past `--row-timeout` prints one line, shows "failed"
+and is listed under "failed_rows". The bf16 rows of a framework whose bfloat16 matmul is
+under a quarter of its float32 rate here (PyTorch on a CPU without AVX512-BF16: under
+1 GFLOP/s, a base step would take many minutes) are skipped with one line and listed under
+"skipped_rows", unless `--run-slow-bf16`. Prints the table, the headline lines, and last one
+JSON line.
 
 Usage:
     python benchmarks/train_throughput.py [--configs tiny small base] [--precisions fp32 bf16]
         [--modes xla_off xla_on eager compile] [--peers keras_hub torch] [--batch 32]
-        [--length 32] [--vocab-size 8000] [--steps 5] [--repeats 3] [--attention-dropout 0]
+        [--length 32] [--vocab-size 8000] [--steps 5] [--repeats 3] [--warmup 3]
+        [--attention-dropout 0] [--row-timeout 1800] [--run-slow-bf16]
 """
 
 import argparse
@@ -89,6 +94,7 @@ MATCHED = [("keras_hub", "xla_off", "xla_off"), ("keras_hub", "xla_on", "xla_on"
 DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
 MAX_LENGTH = 256
+SLOW_BF16 = 0.25  # bf16 rows of a framework whose bf16 matmul is slower than this x fp32
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
@@ -114,6 +120,10 @@ def parse_args(argv=None):
                         help="CPU threads for TensorFlow and PyTorch alike")
     parser.add_argument("--attention-dropout", type=float, default=0.0,
                         help="dropout on the attention probabilities, on every side (ours: 0)")
+    parser.add_argument("--run-slow-bf16", action="store_true",
+                        help="run bf16 rows even of a framework without fast bf16 matmuls here")
+    parser.add_argument("--row-timeout", type=float, default=1800,
+                        help="seconds after which a row is stopped and marked failed")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one row, in a child process
     return parser.parse_args(argv)
 
@@ -133,40 +143,71 @@ def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     return 3 * (num_layers * (encoder + decoder) + output)
 
 
-def _best_seconds(run, repeats):
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=2.0):
+    """Best FLOP/s of a size x size product; `make_product(n)` returns a callable that runs
+    one n x n product (operands made beforehand). A probe size first: when the full size
+    would take over `budget_s` a product (a precision without fast kernels on this CPU, e.g.
+    PyTorch bfloat16 without AVX512-BF16: under 1 GFLOP/s), the probe's rate is kept."""
+    def best_seconds(n, times):
+        run = make_product(n)
         run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        seconds = []
+        for _ in range(times):
+            start = time.perf_counter()
+            run()
+            seconds.append(time.perf_counter() - start)
+        return min(seconds)
+
+    probe_seconds = best_seconds(probe, 2)
+    if probe_seconds * (size / probe) ** 3 > budget_s:
+        return 2 * probe ** 3 / probe_seconds
+    return 2 * size ** 3 / best_seconds(size, repeats)
 
 
-def matmul_peaks(precisions, threads, use_torch, size=2048, repeats=5):
-    """`{precision: {framework: FLOP/s}}`: the best rate of one size x size product."""
+def matmul_peaks(precisions, threads, use_torch):
+    """`{precision: {framework: FLOP/s}}` for fp32 and the requested precisions."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-    flops = 2 * size ** 3
-    dtypes = {"fp32": ("float32", "float32"), "bf16": ("bfloat16", "bfloat16")}
-    peaks = {}
-    for precision in precisions:
-        tf_dtype, torch_dtype = dtypes[precision]
-        a = tf.cast(tf.random.normal((size, size)), tf_dtype)
-        b = tf.cast(tf.random.normal((size, size)), tf_dtype)
-        peaks[precision] = {"tensorflow": flops / _best_seconds(
-            lambda: float(tf.matmul(a, b)[0, 0]), repeats)}
+    dtypes = {"fp32": "float32", "bf16": "bfloat16"}
+    precisions = ["fp32"] + [p for p in precisions if p != "fp32"]  # bf16 is judged by fp32
+
+    def tf_product(dtype):
+        def make(n):
+            a = tf.cast(tf.random.normal((n, n)), dtype)
+            b = tf.cast(tf.random.normal((n, n)), dtype)
+            return lambda: float(tf.matmul(a, b)[0, 0])
+        return make
+
+    peaks = {p: {"tensorflow": matmul_rate(tf_product(dtypes[p]))} for p in precisions}
     if use_torch:
         import torch
 
         torch.set_num_threads(threads)
-        for precision in precisions:
-            x = torch.randn(size, size).to(getattr(torch, dtypes[precision][1]))
-            y = torch.randn(size, size).to(x.dtype)
-            peaks[precision]["torch"] = flops / _best_seconds(lambda: torch.matmul(x, y),
-                                                              repeats)
+
+        def torch_product(dtype):
+            def make(n):
+                a, b = (torch.randn(n, n).to(dtype) for _ in range(2))
+                return lambda: torch.matmul(a, b)
+            return make
+
+        for p in precisions:
+            peaks[p]["torch"] = matmul_rate(torch_product(getattr(torch, dtypes[p])))
     return peaks
+
+
+def slow_bf16(peaks, framework, threshold=SLOW_BF16):
+    """Why `framework`'s bf16 rows are not worth running here, or None: its bfloat16 matmul
+    rate is under `threshold` x its float32 rate (no bf16 kernels for this CPU)."""
+    try:
+        bf16, fp32 = peaks["bf16"][framework], peaks["fp32"][framework]
+    except KeyError:
+        return None
+    if bf16 >= threshold * fp32:
+        return None
+    return (f"{framework}'s bfloat16 matmul runs at {bf16 / 1e9:.1f} GFLOP/s here, under "
+            f"{threshold:g} x its float32 {fp32 / 1e9:.1f} (no fast bf16 kernels on this CPU; "
+            f"--run-slow-bf16 runs them anyway)")
 
 
 def cpu_description():
@@ -446,14 +487,21 @@ def worker(spec):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def in_child(spec):
-    """Runs `worker(spec)` in a fresh interpreter; `{"error": ...}` if it died."""
-    process = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                             capture_output=True, text=True)
+def in_child(spec, timeout=None):
+    """Runs `worker(spec)` in a fresh interpreter; `{"error": ...}` if it died or timed out."""
+    try:
+        process = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+                                 capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"stopped after --row-timeout {timeout:g} s"}
     for line in reversed(process.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
-    last = (process.stderr.strip().splitlines() or [f"exit status {process.returncode}"])[-1]
+    if process.returncode < 0:
+        return {"error": f"child killed by signal {-process.returncode}"}
+    lines = process.stderr.strip().splitlines()
+    errors = [line for line in lines if "Error" in line or "error:" in line]
+    last = (errors or lines or ["no output"])[-1]
     return {"error": f"child exited with status {process.returncode}: {last}"[:300]}
 
 
@@ -487,7 +535,15 @@ def main(argv=None):
     # The pairs this run asked for (a skipped peer's stay, as null: never read as a win).
     matched = [(peer, peer_mode, our_mode) for peer, peer_mode, our_mode in MATCHED
                if peer in args.peers and peer_mode in args.modes and our_mode in args.modes]
-    rows, failed, headline = [], {}, {}
+    slow = {}  # system -> why its bf16 rows are not run
+    if "bf16" in args.precisions and "peaks" in peaks and not args.run_slow_bf16:
+        for system in systems:
+            reason = slow_bf16(peaks["peaks"], "torch" if system == "torch" else "tensorflow")
+            if reason:
+                slow[system] = reason
+                print(f"# skipping the bf16 rows of {system}: {reason}", file=sys.stderr,
+                      flush=True)
+    rows, failed, skipped_rows, headline = [], {}, {}, {}
     for name in args.configs:
         dims = CONFIGS[name]
         flops = training_flops(*dims[:3], args.vocab_size, args.batch, args.length)
@@ -505,13 +561,19 @@ def main(argv=None):
                             "warmup": args.warmup,
                             "threads": args.threads,
                             "attention_dropout": args.attention_dropout}
-                    result = in_child(spec)
                     row = {"config": name, "precision": precision, "system": system,
                            "mode": mode, "params": None, "step_s": None, "tokens_per_s": None,
-                           "mfu": None}
+                           "mfu": None, "status": "ok"}
                     label = f"{name} {precision} {system} {mode}"
+                    if precision == "bf16" and system in slow:
+                        skipped_rows[label] = slow[system]
+                        row["status"] = "skipped"
+                        precision_rows.append(row)
+                        continue
+                    result = in_child(spec, timeout=args.row_timeout)
                     if "error" in result:
                         failed[label] = result["error"]
+                        row["status"] = "failed"
                         print(f"# {label}: failed, {result['error']}", file=sys.stderr,
                               flush=True)
                     else:
@@ -560,7 +622,7 @@ def main(argv=None):
     for r in rows:
         if r["step_s"] is None:
             print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
-                  "failed | - | - | - | - |")
+                  f"{r['status']} | - | - | - | - |")
             continue
         print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
               f"{r['params'] / 1e6:.2f}M | {1000 * r['step_s']:.1f} | "
@@ -579,7 +641,8 @@ def main(argv=None):
                       "batch": args.batch, "length": args.length,
                       "vocab_size": args.vocab_size, "steps": args.steps,
                       "repeats": args.repeats, "attention_dropout": args.attention_dropout,
-                      **headline, "skipped_peers": skipped_peers, "failed_rows": failed}))
+                      **headline, "skipped_peers": skipped_peers, "skipped_rows": skipped_rows,
+                      "failed_rows": failed}))
 
 
 if __name__ == "__main__":

@@ -84,3 +84,13 @@ def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
     torch_count = sum(p.numel() for p in torch_model.parameters())
     assert expected == 24576
     assert ours == keras_hub == torch_count == expected
+
+
+def test_bf16_rows_are_skipped_only_where_the_bf16_matmul_is_under_a_quarter_of_fp32():
+    throughput = load("train_throughput")
+    peaks = {"fp32": {"tensorflow": 30e9, "torch": 40e9},
+             "bf16": {"tensorflow": 7.5e9, "torch": 0.4e9}}  # exactly 0.25x, and 0.01x
+    assert throughput.slow_bf16(peaks, "tensorflow") is None
+    reason = throughput.slow_bf16(peaks, "torch")
+    assert reason.startswith("torch's bfloat16 matmul runs at 0.4 GFLOP/s") and "40.0" in reason
+    assert throughput.slow_bf16({"fp32": peaks["fp32"]}, "torch") is None  # bf16 not measured
