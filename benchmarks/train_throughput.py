@@ -143,7 +143,7 @@ def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     return 3 * (num_layers * (encoder + decoder) + output)
 
 
-def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=2.0):
+def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
     """Best FLOP/s of a size x size product; `make_product(n)` returns a callable that runs
     one n x n product (operands made beforehand). A probe size first: when the full size
     would take over `budget_s` a product (a precision without fast kernels on this CPU, e.g.
