@@ -4,7 +4,9 @@ The peers (PyTorch, CTranslate2, keras-hub) are measured against, not used, by
 keras-transformer; `pip install -e ".[bench]"` installs every one. A benchmark asks
 `importable_peers` which of the peers it was told to run can be imported, runs those, and
 records the others (with the reason) under `"skipped_peers"` in its JSON line, so that a
-result without a peer is never mistaken for a complete one.
+result without a peer is never mistaken for a complete one. `speed_ratios` turns one
+config's rows into the headline (our best over the best peer) and the matched-mode ratios,
+with None wherever a side is missing.
 
 Example:
     >>> present, skipped = importable_peers(["ours", "ct2"], {"ct2": "ctranslate2"})
