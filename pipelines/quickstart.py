@@ -13,6 +13,8 @@
 5. draws the learning curve and an attention heat map (PNG) next to the outputs.
 
     python pipelines/quickstart.py [--output-dir runs/quickstart] [--steps 1500]
+
+The other options shorten the run (the tests run it with a few steps, sentences and beam 1).
 """
 
 import argparse
@@ -51,7 +53,7 @@ print(json.dumps([t.decode() for t in out]))
 """
 
 
-def training_config(output_dir, corpus, steps, dev_bleu_sentences=100):
+def training_config(output_dir, corpus, steps, dev_bleu_sentences=100, beam_size=4):
     """The run: a 2-layer d_model 128 Transformer, tuned on the dev split for 2 CPU cores."""
     return {
         "output_dir": str(output_dir),
@@ -68,7 +70,7 @@ def training_config(output_dir, corpus, steps, dev_bleu_sentences=100):
                      "log_every_steps": 25},
         "checkpoints": {"every_minutes": None, "every_steps": max(steps // 10, 1),
                         "keep_last": 5, "average_last": 5},
-        "dev_bleu": {"sentences": dev_bleu_sentences, "beam_size": 4, "alpha": 0.6},
+        "dev_bleu": {"sentences": dev_bleu_sentences, "beam_size": beam_size, "alpha": 0.6},
         "strategy": "one_device",
     }
 
@@ -172,6 +174,10 @@ def main(argv=None):
                         help="dev sentences scored with BLEU at each evaluation (default: 100)")
     parser.add_argument("--max-extra-length", type=int, default=50,
                         help="output tokens beyond the input length (default: 50, paper 6.1)")
+    parser.add_argument("--beam-size", type=int, default=4,
+                        help="beam of dev BLEU, the test evaluation and the widest beam the "
+                             "SavedModel compiles (default: 4, paper 6.1; each width it "
+                             "compiles adds to the export's time)")
     args = parser.parse_args(argv)
     started = time.monotonic()
 
@@ -186,13 +192,15 @@ def main(argv=None):
     print(f"[1/5] corpus: {output_dir / 'corpus'} (train 20000, dev 500, test 500 pairs)")
 
     print(f"[2/5] training: vocabulary, then {args.steps} updates with model.fit")
-    result = train(training_config(output_dir, corpus, args.steps, args.dev_bleu_sentences))
+    result = train(training_config(output_dir, corpus, args.steps, args.dev_bleu_sentences,
+                                   args.beam_size))
     run = result.output_dir
 
-    print("[3/5] evaluating the averaged model on the test split (beam 4, alpha 0.6)")
+    print(f"[3/5] evaluating the averaged model on the test split (beam {args.beam_size}, "
+          "alpha 0.6)")
     sources = corpus["test"][0].read_text(encoding="utf-8").splitlines()[:args.test_size]
     references = corpus["test"][1].read_text(encoding="utf-8").splitlines()[:args.test_size]
-    translator = Translator.load(str(run.path), beam_size=4, alpha=0.6,
+    translator = Translator.load(str(run.path), beam_size=args.beam_size, alpha=0.6,
                                  max_extra_length=args.max_extra_length)
     hypotheses = translator.translate(sources)
     report = evaluate(hypotheses, references)
@@ -204,7 +212,9 @@ def main(argv=None):
 
     print("[4/5] exporting the SavedModel and loading it as TF Serving does")
     export_path = export_saved_model(translator.model, str(run.vocabulary), "quickstart",
-                                     base_dir=args.export_dir, max_beam_size=4)
+                                     base_dir=args.export_dir, max_beam_size=args.beam_size,
+                                     beam_size=args.beam_size,
+                                     max_extra_length=args.max_extra_length)
     samples = [english for english, _ in SAMPLES]
     served = subprocess.run([sys.executable, "-c", SERVING_CHECK, str(export_path),
                              json.dumps(samples)], capture_output=True, text=True, check=True)
