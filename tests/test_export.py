@@ -208,11 +208,12 @@ def test_hostile_inputs_give_one_output_each_in_order(exported):
 
 
 def test_concurrent_calls(exported):
+    # 8 threads at once, 25 calls each; benchmarks/serving_soak.py is the long soak (8 x 1000).
     errors, results = [], []
 
     def worker(seed):
         try:
-            for call in range(100):
+            for call in range(25):
                 text = SENTENCES[(seed + call) % len(SENTENCES)]
                 out = _serve(exported, [text], beam_size=1, max_extra_length=2)
                 results.append((text, out["translation"][0]))
@@ -225,7 +226,7 @@ def test_concurrent_calls(exported):
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(results) == 800
+    assert len(results) == 200
     assert len({(text, out) for text, out in results}) == len(SENTENCES)  # deterministic
 
 
