@@ -19,8 +19,10 @@ setup: $(VENV)/.installed
 quickstart: $(VENV)/.installed
 	$(VENV)/bin/python pipelines/quickstart.py
 
+# Two pytest workers, one per core of the 2-core CI machine (much of a test's time is
+# single-threaded tracing); --dist loadfile keeps each file's module fixtures in one worker.
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) runs
