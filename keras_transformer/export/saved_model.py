@@ -126,14 +126,16 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
         archive = keras.export.ExportArchive()
         archive.track(model)
         archive.track(functions.tokenizer)
+        # The text signatures call translate_ids and translate calls serving_default: one
+        # copy of the search in the graph (TF2 callers: concrete functions ignore the
+        # SignatureDef's defaults, so the text-only endpoint passes them).
+        translate_ids = archive.add_endpoint("translate_ids", functions.translate_ids,
+                                             input_signature=functions.ids_signature())
+        functions.share_search(translate_ids)
         serving_default = archive.add_endpoint("serving_default", functions.translate_text,
                                                input_signature=functions.text_signature())
-        # TF2 callers: concrete functions ignore the SignatureDef's defaults, so a text-only
-        # endpoint calls serving_default (one copy of the search in the graph) with them.
         archive.add_endpoint("translate", functions.text_only(serving_default),
                              input_signature=functions.text_signature()[:1])
-        archive.add_endpoint("translate_ids", functions.translate_ids,
-                             input_signature=functions.ids_signature())
         archive.write_out(str(staging_dir), verbose=False)
         extra = staging_dir / "assets.extra"
         extra.mkdir(exist_ok=True)

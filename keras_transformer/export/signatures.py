@@ -28,6 +28,15 @@ class ServingFunctions:
                              num_hypotheses=tf.constant(1, tf.int32))
         # A tf.Module whose SentencePiece resource the archive tracks and saves.
         self.tokenizer = vocabulary.make_tokenizer()
+        self._shared_search = None
+
+    def share_search(self, translate_ids):
+        """Makes the text signatures call `translate_ids` (the endpoint's tf.function).
+
+        Tracing the search (one branch per beam width) is most of an export's time; called
+        through the endpoint, it is traced and stored once instead of once per signature.
+        """
+        self._shared_search = translate_ids
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -149,8 +158,13 @@ class ServingFunctions:
 
     def _translate_text(self, text, beam_size, alpha, max_extra_length, num_hypotheses):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        ids, _, scores = self._search(self.encode(text), beam_size, alpha, max_extra_length,
-                                      num_hypotheses)
+        if self._shared_search is not None:
+            found = self._shared_search(self.encode(text), beam_size, alpha, max_extra_length,
+                                        num_hypotheses)
+            ids, scores = found["output_ids"], found["scores"]
+        else:
+            ids, _, scores = self._search(self.encode(text), beam_size, alpha,
+                                          max_extra_length, num_hypotheses)
         translations = self.decode(ids)
         # Empty or blank input translates to empty output, as translate() does.
         blank = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
