@@ -131,8 +131,8 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
         # SignatureDef's defaults, so the text-only endpoint passes them).
         translate_ids = archive.add_endpoint("translate_ids", functions.translate_ids,
                                              input_signature=functions.ids_signature())
-        functions.share_search(translate_ids)
-        serving_default = archive.add_endpoint("serving_default", functions.translate_text,
+        serving_default = archive.add_endpoint("serving_default",
+                                               functions.translate_text(translate_ids),
                                                input_signature=functions.text_signature())
         archive.add_endpoint("translate", functions.text_only(serving_default),
                              input_signature=functions.text_signature()[:1])

@@ -28,15 +28,6 @@ class ServingFunctions:
                              num_hypotheses=tf.constant(1, tf.int32))
         # A tf.Module whose SentencePiece resource the archive tracks and saves.
         self.tokenizer = vocabulary.make_tokenizer()
-        self._shared_search = None
-
-    def share_search(self, translate_ids):
-        """Makes the text signatures call `translate_ids` (the endpoint's tf.function).
-
-        Tracing the search (one branch per beam width) is most of an export's time; called
-        through the endpoint, it is traced and stored once instead of once per signature.
-        """
-        self._shared_search = translate_ids
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -53,15 +44,17 @@ class ServingFunctions:
         return [tf.TensorSpec([None, None], tf.int32, name="source_ids"),
                 *self._settings_signature()]
 
-    @property
-    def translate_text(self):
+    def translate_text(self, translate_ids):
+        """`serving_default`: text in, text out, through `translate_ids` (the endpoint's
+        tf.function), so that the search, one branch per beam width and most of an export's
+        time, is traced and stored once rather than once per signature."""
         d = self.defaults
 
         def translate_text(text, beam_size=d["beam_size"], alpha=d["alpha"],
                            max_extra_length=d["max_extra_length"],
                            num_hypotheses=d["num_hypotheses"]):
-            return self._translate_text(text, beam_size, alpha, max_extra_length,
-                                        num_hypotheses)
+            return self._translate_text(translate_ids, text, beam_size, alpha,
+                                        max_extra_length, num_hypotheses)
 
         return translate_text
 
@@ -156,15 +149,12 @@ class ServingFunctions:
             empty)
         return ids[:, :num_hypotheses], lengths[:, :num_hypotheses], scores[:, :num_hypotheses]
 
-    def _translate_text(self, text, beam_size, alpha, max_extra_length, num_hypotheses):
+    def _translate_text(self, translate_ids, text, beam_size, alpha, max_extra_length,
+                        num_hypotheses):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        if self._shared_search is not None:
-            found = self._shared_search(self.encode(text), beam_size, alpha, max_extra_length,
-                                        num_hypotheses)
-            ids, scores = found["output_ids"], found["scores"]
-        else:
-            ids, _, scores = self._search(self.encode(text), beam_size, alpha,
-                                          max_extra_length, num_hypotheses)
+        found = translate_ids(self.encode(text), beam_size, alpha, max_extra_length,
+                              num_hypotheses)
+        ids, scores = found["output_ids"], found["scores"]
         translations = self.decode(ids)
         # Empty or blank input translates to empty output, as translate() does.
         blank = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
