@@ -147,8 +147,7 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
     Returns:
         `(report, figures)`: the `EvalbReport` and a dict of the headline figures.
     """
-    from keras_transformer.parsing.evalb import evaluate
-    from keras_transformer.parsing.linearization import with_tags
+    from keras_transformer.parsing.evalb import evaluate, with_gold_tags
     from keras_transformer.parsing.parser import Parser
     from keras_transformer.training.output_dir import atomic_write
 
@@ -161,14 +160,13 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
     seconds = time.perf_counter() - start
     # XX slots carry no tags: the gold tags go in for EVALB, which deletes punctuation by each
     # tree's own tags (F1 counts no tags).
-    scored = [tree if linearizer.pos_tags else with_tags(tree, [t for _, t in g.pos()])
-              for tree, g in zip(parsed, gold)]
+    scored, filled = with_gold_tags(gold, parsed)
     for name, trees in (("dev.parsed.trees", parsed), ("dev.scored.trees", scored),
                         ("dev.gold.trees", gold)):
         with atomic_write(os.path.join(output_dir, name)) as file:
             file.writelines(str(tree) + "\n" for tree in trees)
     report = evaluate([str(t) for t in gold], [str(t) for t in scored],
-                      tags_predicted=linearizer.pos_tags)
+                      tags_predicted=not filled)
     figures = {"sentences": len(gold), "parse_seconds": round(seconds, 1),
                "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
                "repaired": parser.last_repaired, "repairs": dict(parser.last_repairs),

@@ -7,7 +7,9 @@ import re
 import pytest
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.parsing.evalb import COLLINS, evaluate, evaluate_files, read_params
+from keras_transformer.parsing.evalb import (COLLINS, evaluate, evaluate_files, read_params,
+                                             with_gold_tags)
+from keras_transformer.parsing.trees import Tree, parse_tree
 
 SAMPLE = pathlib.Path(__file__).parent / "data" / "evalb_sample"
 
@@ -149,3 +151,39 @@ def test_tags_not_predicted_report_no_tagging_accuracy():
     row = next(line for line in text.splitlines() if line.startswith("   1 "))
     assert row.split()[-3:] == ["3", "n/a", "n/a"]
     assert len(row) == len(measured.sentences[0].format())
+
+
+GOLD = ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))", "(TOP (S (NP (PRP d)) (VP (VBZ e))))"]
+
+
+def test_with_gold_tags_fills_xx_slots_of_lines_and_of_trees():
+    test = ["(TOP (S (NP (XX a) (XX b)) (VP (XX c) (XX .))))", "(TOP (S (XX d) (VP (XX e))))"]
+    filled, done = with_gold_tags(GOLD, test)
+    assert done and filled == ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
+                               "(TOP (S (PRP d) (VP (VBZ e))))"]
+    # Trees in, trees out (the pipeline's dev evaluation), the gold given as trees too.
+    trees, done = with_gold_tags([parse_tree(g) for g in GOLD], [parse_tree(t) for t in test])
+    assert done and all(isinstance(t, Tree) for t in trees)
+    assert [str(t) for t in trees] == filled
+    # By hand: the '.' is now deleted by its tag; gold S NP VP, test S NP VP: all matched.
+    report = evaluate(GOLD[:1], filled[:1], tags_predicted=False)
+    assert (report.all.error_sentences, report.all.f1) == (0, 100.0)
+
+
+def test_with_gold_tags_leaves_predicted_tags_alone():
+    # One predicted tag anywhere: no tree is filled, or tagging accuracy would mix gold tags
+    # into the parser's.
+    test = ["(TOP (S (NP (XX a) (XX b)) (VP (XX c) (XX .))))", "(TOP (S (PRP d) (VP (XX e))))"]
+    assert with_gold_tags(GOLD, test) == (test, False)
+    trees = [parse_tree(t) for t in test]
+    assert with_gold_tags(GOLD, trees) == (trees, False)
+    assert with_gold_tags(GOLD, ["", None]) == (["", None], False)  # no tag at all
+
+
+def test_with_gold_tags_keeps_what_evalb_reports_as_errors():
+    test = ["(TOP (S (XX a) (XX b)))", "", "(TOP (S (XX d) (VP (XX e))))"]
+    gold = [GOLD[0], GOLD[1], "(TOP (S (NP (PRP d)) (VP (VBZ e)"]
+    # Another word count, a skip sentence, an unreadable gold tree: as given.
+    assert with_gold_tags(gold, test) == (test, True)
+    unreadable = ["(TOP (S (XX a) (XX b) (XX c) (XX .)))", "(TOP (S (XX d)"]
+    assert with_gold_tags(GOLD, unreadable) == (unreadable, False)

@@ -75,30 +75,9 @@ def _read(path):
         raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
 
 
-def _with_gold_tags(gold, test):
-    """`test` lines with the gold tags in place of `XX` slots when every tag of every test
-    tree is `XX` (no tags predicted), and whether that was so; else `test` unchanged."""
-    from keras_transformer.parsing.linearization import WORD_SLOT, with_tags
-    from keras_transformer.parsing.trees import parse_tree
-
-    try:
-        trees = [parse_tree(line) if line.strip() else None for line in test]
-    except UserInputError:
-        return test, False  # EVALB reports the unreadable lines as error sentences
-    tags = [tag for tree in trees if tree is not None for _, tag in tree.pos()]
-    if not tags or any(tag != WORD_SLOT for tag in tags):
-        return test, False
-    result = []
-    for gold_line, line, tree in zip(gold, test, trees):
-        try:
-            result.append(str(with_tags(tree, [t for _, t in parse_tree(gold_line).pos()])))
-        except (UserInputError, ValueError):  # unreadable gold, word count differs: as is
-            result.append(line)
-    return result + test[len(result):], True
-
-
 def run_parsing(args):
-    from keras_transformer.parsing.evalb import COLLINS, evaluate, read_gold_lines, read_params
+    from keras_transformer.parsing.evalb import (COLLINS, evaluate, read_gold_lines, read_params,
+                                                 with_gold_tags)
     from keras_transformer.parsing.trees import read_text_lines
 
     given = [flag for flag, dest, default in args.translation_flags
@@ -112,7 +91,7 @@ def run_parsing(args):
                              "line each, the same sentences in the same order)")
     params = read_params(args.prm) if args.prm else COLLINS
     gold = read_gold_lines(args.gold)
-    test, slots = _with_gold_tags(gold, read_text_lines(args.test))
+    test, slots = with_gold_tags(gold, read_text_lines(args.test))
     if slots:
         print("the test trees have XX word slots (no predicted tags): scored with the gold "
               "tags put in; tagging accuracy not measured", file=sys.stderr)

@@ -24,7 +24,7 @@ nikitakit/self-attentive-parser's `EVALB/`), of what the parsing literature repo
 Not supported: `QUOTE_LABEL` (the quote re-insertion of `new.prm`; COLLINS.prm has none).
 
 `tags_predicted=False` is for test trees whose tags the parser did not predict (`XX` word
-slots, the gold tags put in for scoring as `linearization.with_tags` does): bracket figures
+slots, the gold tags put in for scoring by `with_gold_tags`): bracket figures
 are the same, and tagging accuracy, which would read 100, is reported as not measured
 (`None`, JSON `null`, `n/a` in the text).
 
@@ -40,7 +40,8 @@ import re
 from typing import List, Optional, Tuple
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.parsing.trees import read_text_lines
+from keras_transformer.parsing.linearization import WORD_SLOT, with_tags
+from keras_transformer.parsing.trees import Tree, parse_tree, read_text_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -455,6 +456,54 @@ def evaluate(gold, test, params=COLLINS, tags_predicted=True):
     short = [r for r in results if r.length <= params.cutoff_len]
     return EvalbReport(results, Summary.of(results, tags_predicted),
                        Summary.of(short, tags_predicted), params.cutoff_len, tags_predicted)
+
+
+def with_gold_tags(gold, test):
+    """The test trees with the gold tags in their `XX` word slots, when every tag of every
+    test tree is `XX` (a parser that predicts no tags), and whether that was so.
+
+    EVALB deletes punctuation by each tree's own tags: a test `(XX .)` would stay a word and
+    make the sentence an error sentence. F1 counts no tags, so the gold ones change nothing
+    else; score the result with `tags_predicted=False`. Test trees with any predicted tag are
+    left alone, all of them: gold tags in some would make tagging accuracy meaningless.
+
+    Args:
+        gold, test: line-aligned trees, `Tree`s or bracketed strings (`None` or "" in `test`
+            is a skip sentence).
+
+    Returns:
+        `(trees, filled)`. Filled: `test` as a list, each tree given the tags of its gold tree
+        (a `Tree` for a `Tree`, a string for a string), except the trees EVALB will report
+        as error sentences anyway (their gold tree unreadable or of another word count),
+        which are left as given. Not filled (some test tag is not `XX`, no test tree has a
+        word, or a test tree cannot be read): `list(test)` unchanged.
+    """
+    gold, test = list(gold), list(test)
+
+    def read(tree):
+        if isinstance(tree, Tree) or tree is None:
+            return tree
+        return parse_tree(tree) if tree.strip() else None
+
+    try:
+        trees = [read(tree) for tree in test]
+    except UserInputError:
+        return test, False  # EVALB reports the unreadable lines as error sentences
+    tags = [tag for tree in trees if tree is not None for _, tag in tree.pos()]
+    if not tags or any(tag != WORD_SLOT for tag in tags):
+        return test, False
+    result = []
+    for gold_tree, given, tree in zip(gold, test, trees):
+        try:
+            gold_tree = read(gold_tree)
+            if tree is None or gold_tree is None:
+                raise ValueError("a skip sentence, or no gold tree")
+            tagged = with_tags(tree, [tag for _, tag in gold_tree.pos()])
+        except (UserInputError, ValueError):  # EVALB's error or skip sentence: as given
+            result.append(given)
+            continue
+        result.append(tagged if isinstance(given, Tree) else str(tagged))
+    return result + test[len(result):], True
 
 
 def evaluate_files(gold_path, test_path, params=COLLINS, tags_predicted=True):
