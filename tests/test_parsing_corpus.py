@@ -4,7 +4,7 @@ import sentencepiece
 
 from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
 from keras_transformer.parsing.linearization import Linearizer
-from keras_transformer.parsing.trees import parse_tree
+from keras_transformer.parsing.trees import Tree, parse_tree
 
 TREES = [parse_tree("(TOP (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)))"),
          parse_tree("(TOP (NP (NP (NNS Cats)) (PP (IN on) (NP (NNS mats)))))")]
@@ -25,3 +25,20 @@ def test_write_parallel_and_a_vocabulary_with_one_piece_per_bracket_token(tmp_pa
         pieces = processor.encode(line, out_type=str)
         assert pieces == ["\u2581" + token for token in line.split()]
         assert processor.decode(processor.encode(line)) == line
+
+
+def test_write_parallel_spells_brackets_in_words_and_tags_as_the_treebank(tmp_path):
+    # Built in code, so the words and one tag hold raw brackets; parse_tree could not give
+    # these (its brackets are the tree's).
+    tree = Tree("TOP", [Tree("S", [Tree("NP", [Tree("(", ["("]), Tree("NN", [":-)"])]),
+                                   Tree("VP", [Tree("VBZ", ["works"])])])])
+    source, target = write_parallel([tree], Linearizer(pos_tags=True, closing_labels=False),
+                                    str(tmp_path / "x"))
+    assert open(source, encoding="utf-8").read() == "-LRB- :--RRB- works\n"
+    assert open(target, encoding="utf-8").read() == "(S (NP -LRB- NN ) (VP VBZ ) )\n"
+    # The same as for the tree read back from its text, as the treebank files are read.
+    again = write_parallel([parse_tree(str(tree))], Linearizer(pos_tags=True,
+                                                               closing_labels=False),
+                           str(tmp_path / "y"))
+    assert [open(p, encoding="utf-8").read() for p in again] == [
+        open(p, encoding="utf-8").read() for p in (source, target)]

@@ -22,6 +22,7 @@ import os
 from keras_transformer.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import Linearizer  # noqa: F401 (doctest)
+from keras_transformer.parsing.trees import Tree, escape_brackets
 from keras_transformer.training.output_dir import atomic_write
 
 SPACE = "\u2581"  # SentencePiece's word-boundary mark
@@ -29,6 +30,11 @@ SPACE = "\u2581"  # SentencePiece's word-boundary mark
 
 def write_parallel(trees, linearizer, prefix):
     """Writes `PREFIX.words` (source) and `PREFIX.trees.lin` (target), one tree per line.
+
+    Brackets in words and labels are written as the treebank spells them (`(` -> `-LRB-`,
+    `:-)` -> `:--RRB-`, `trees.escape_brackets`), as `parse_tree` reads them from text and as
+    `Parser` gives words to the model. Trees read from text hold none (their brackets are
+    the tree's); a `Tree` built in code may.
 
     Args:
         trees: preprocessed `Tree`s (TOP-rooted).
@@ -40,11 +46,20 @@ def write_parallel(trees, linearizer, prefix):
     """
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     source, target = prefix + ".words", prefix + ".trees.lin"
+    # A raw bracket would be a bracket token on the target side, and a word the parser is
+    # never given (it escapes its input).
+    trees = [_escaped(tree) for tree in trees]
     with atomic_write(source) as file:
         file.writelines(" ".join(tree.leaves()) + "\n" for tree in trees)
     with atomic_write(target) as file:
         file.writelines(linearizer.target_text(tree) + "\n" for tree in trees)
     return source, target
+
+
+def _escaped(node):
+    if isinstance(node, str):
+        return escape_brackets(node)
+    return Tree(escape_brackets(node.label), [_escaped(child) for child in node.children])
 
 
 def _lines(paths):
