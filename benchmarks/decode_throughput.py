@@ -159,7 +159,7 @@ def keras_hub_beam_sampler(model, beam_size, output_length, source_length):
 def ctranslate2_model(model, directory):
     """Saves a CTranslate2 `TransformerSpec` (post-norm) holding `model`'s weights."""
     import ctranslate2
-    from ctranslate2.specs import common_spec, transformer_spec
+    from ctranslate2.specs import transformer_spec
     from keras import ops
 
     from keras_transformer.layers.positional import sinusoidal_positional_encoding

@@ -109,8 +109,13 @@ class Server:
     SignatureDef's defaults, outputs by alias."""
 
     def __init__(self, path):
+        import importlib
+
         import tensorflow as tf
-        import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+        # Imported for its side effect, registering the SentencePiece ops (pyflakes reads no
+        # noqa, and a bare import would be an unused name to it).
+        importlib.import_module("tensorflow_text")
 
         self.tf = tf
         self.session = tf.compat.v1.Session(graph=tf.Graph())
