@@ -8,11 +8,14 @@ result without a peer is never mistaken for a complete one. `speed_ratios` turns
 config's rows into the headline (our best over the best peer) and the matched-mode ratios,
 with None wherever a side is missing.
 
-Example:
-    >>> present, skipped = importable_peers(["ours", "ct2"], {"ct2": "ctranslate2"})
-    # skipping peer ct2: No module named 'ctranslate2' (pip install -e ".[bench]" installs ...)
-    >>> present, skipped  # doctest: +SKIP
-    (['ours'], {'ct2': "No module named 'ctranslate2'"})
+Example (a module that is never installed stands in for a missing peer; the notice goes to
+stderr unless told otherwise, here stdout so that doctest sees it):
+    >>> present, skipped = importable_peers(
+    ...     ["ours", "ct2"], {"ct2": "not_installed_ct2"}, stream=sys.stdout)
+    ... # doctest: +ELLIPSIS
+    # skipping peer ct2: No module named 'not_installed_ct2' (pip install -e ".[bench]" ...)
+    >>> present, skipped
+    (['ours'], {'ct2': "No module named 'not_installed_ct2'"})
 """
 
 import importlib

@@ -1,6 +1,7 @@
 """benchmarks/peers.py (skipped peers, headline ratios) and the same-work builds of
 benchmarks/train_throughput.py."""
 
+import doctest
 import importlib.util
 import io
 import pathlib
@@ -18,6 +19,12 @@ def load(name):
 
 
 peers = load("peers")
+
+
+def test_the_module_examples_pass_as_doctests():
+    # As `python -m doctest benchmarks/peers.py` runs them.
+    result = doctest.testmod(peers, verbose=False, report=False)
+    assert result.attempted >= 4 and result.failed == 0
 
 
 def test_a_missing_peer_is_skipped_with_one_line_and_its_reason():
