@@ -1,14 +1,22 @@
 """Checkpoint averaging: the averaged weights are the elementwise mean of the checkpoints'."""
 
+import io
+import shutil
+
 import keras
 import numpy as np
 import pytest
+import sentencepiece
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.cli import main as cli_main
 from keras_transformer.errors import UserInputError
 from keras_transformer.training import Checkpointer, average_checkpoints, list_checkpoints
-from keras_transformer.training.output_dir import OutputDir
+from keras_transformer.data.vocabulary import SubwordVocabulary
+from keras_transformer.parsing.linearization import Linearizer
+from keras_transformer.parsing.parser import read_parsing_settings
+from keras_transformer.training.output_dir import OutputDir, load_model
+from keras_transformer.translation import Translator
 from tests._training_fixtures import max_abs_difference
 
 CONFIG = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
@@ -77,3 +85,49 @@ def test_errors(run_with_checkpoints, tmp_path):
     with pytest.raises(UserInputError, match="is not a checkpoint"):
         average_checkpoints([str(tmp_path / "ckpt-1")], config=CONFIG)
     assert cli_main(["average", run.path, "--last", "9"]) == 2
+
+
+def _write_tiny_vocabulary(path):
+    """A character SentencePiece model with the project's ids, within CONFIG's 40 ids."""
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a cab", "bad cab", "dab a cad"] * 20), model_writer=proto,
+        model_type="char", vocab_size=20, hard_vocab_limit=False, pad_id=0, unk_id=1,
+        bos_id=2, eos_id=3, minloglevel=2)
+    with open(path, "wb") as file:
+        file.write(proto.getvalue())
+
+
+@pytest.fixture
+def parsing_run(run_with_checkpoints, tmp_path):
+    """The run with checkpoints, copied, given a vocab.model and a parsing.json."""
+    source, saved = run_with_checkpoints
+    run = OutputDir(shutil.copytree(source.path, tmp_path / "run"))
+    _write_tiny_vocabulary(run.vocabulary)
+    (tmp_path / "run" / "parsing.json").write_text('{"closing_labels": false, "pos_tags": true}')
+    return run, saved
+
+
+def test_average_output_elsewhere_carries_the_vocabulary_and_parsing_settings(parsing_run,
+                                                                             tmp_path):
+    run, saved = parsing_run
+    output = tmp_path / "elsewhere" / "averaged.keras"  # a folder not there yet
+    assert cli_main(["average", run.path, "--last", "3", "--output", str(output)]) == 0
+    model, files = load_model(str(output))
+    assert max_abs_difference(model.get_weights(), _mean(saved)) < 1e-6
+    assert files["vocabulary"] == SubwordVocabulary.from_file(run.vocabulary)
+    assert read_parsing_settings(str(output)) == Linearizer(pos_tags=True, closing_labels=False)
+    # As translate and parse load it: no --vocab, nothing else beside it.
+    assert Translator.load(str(output)).vocabulary == files["vocabulary"]
+
+
+def test_average_refuses_an_output_beside_other_parsing_settings(parsing_run, tmp_path,
+                                                                  capsys):
+    run, _ = parsing_run
+    other = tmp_path / "other_run"
+    other.mkdir()
+    (other / "parsing.json").write_text('{"closing_labels": true, "pos_tags": false}')
+    assert cli_main(["average", run.path, "--last", "3",
+                     "--output", str(other / "averaged.keras")]) == 2
+    assert "parsing.json" in capsys.readouterr().err
+    assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]  # nothing written

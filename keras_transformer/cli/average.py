@@ -3,8 +3,14 @@
 The paper averages the last 5 checkpoints (written every 10 minutes) for base models and the
 last 20 for big ones. Only model weights are averaged, not optimizer state. The result is a
 `.keras` model that `translate`, `evaluate` and `export` load.
+
+The model carries the run's `vocab.model` inside it, and a parsing run's `parsing.json` is
+copied beside it, so that `--output` anywhere gives a model that loads as the run's own
+(`parse` reads `parsing.json` beside the model); a different `parsing.json` already there is
+refused before anything is written.
 """
 
+import json
 import os
 
 HELP = "average the weights of the last N checkpoints (paper 6.1)"
@@ -24,22 +30,67 @@ def add_arguments(parser):
                         help="where to write the model (default: RUN_DIR/averaged.keras)")
 
 
+def _read_json(path):
+    from keras_transformer.errors import UserInputError
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError) as error:
+        raise UserInputError(f"cannot read {path!r}: {error}") from None
+
+
+def _parsing_settings_to_copy(run_dir, output):
+    """The run's `parsing.json` when it has to be copied beside `output`, else None.
+
+    Raises:
+        UserInputError: when a different `parsing.json` is already beside `output`.
+    """
+    from keras_transformer.errors import UserInputError
+    from keras_transformer.parsing.parser import PARSING_FILE
+
+    source = os.path.join(run_dir, PARSING_FILE)
+    target = os.path.join(os.path.dirname(os.path.abspath(output)), PARSING_FILE)
+    if not os.path.isfile(source) or (os.path.exists(target)
+                                      and os.path.samefile(source, target)):
+        return None
+    if os.path.exists(target) and _read_json(target) != _read_json(source):
+        raise UserInputError(
+            f"{target!r} differs from {source!r}, the parsing settings of the run averaged: "
+            f"give --output a folder without a {PARSING_FILE}, or this run's own")
+    return source
+
+
 def run(args):
     from keras_transformer.errors import UserInputError
     from keras_transformer.training import OutputDir, average_checkpoints
-    from keras_transformer.training.output_dir import atomic_save_model
+    from keras_transformer.training.output_dir import atomic_save_model, atomic_write
 
     run_dir = args.run
     if os.path.basename(os.path.normpath(run_dir)) == "checkpoints":
         run_dir = os.path.dirname(os.path.normpath(run_dir))
+    output = args.output or OutputDir(run_dir).averaged_model
+    if not output.endswith(".keras"):
+        raise UserInputError(f"--output {output!r} must end with .keras")
+    parsing_settings = _parsing_settings_to_copy(run_dir, output)
     if args.checkpoints:
         model = average_checkpoints(args.checkpoints)
     else:
         model = average_checkpoints(args.run, last=args.last)
-    output = args.output or OutputDir(run_dir).averaged_model
-    if not output.endswith(".keras"):
-        raise UserInputError(f"--output {output!r} must end with .keras")
+    # atomic_save_model puts in only a vocab.model beside the output: outside the run folder
+    # there is none, or another run's.
+    vocabulary = OutputDir(run_dir).vocabulary
+    if getattr(model, "tokenizer", False) is None and os.path.isfile(vocabulary):
+        from keras_transformer.data.vocabulary import SubwordVocabulary
+
+        model.tokenizer = SubwordVocabulary.from_file(vocabulary).to_tokenizer()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     atomic_save_model(model, output)
+    if parsing_settings:
+        target = os.path.join(os.path.dirname(os.path.abspath(output)),
+                              os.path.basename(parsing_settings))
+        with open(parsing_settings, encoding="utf-8") as source, atomic_write(target) as file:
+            file.write(source.read())
     print(f"averaged {len(model.averaged_checkpoints)} checkpoints "
           f"({os.path.basename(model.averaged_checkpoints[0])} .. "
           f"{os.path.basename(model.averaged_checkpoints[-1])}) into {output}")
