@@ -34,7 +34,7 @@ EVALB needs to delete punctuation in both trees alike; tags do not count in F1).
 command again resumes an interrupted run, or only re-scores a finished one.
 
     python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
-        [--output-dir DIR] [--train-steps N] [--pos-tags] [--no-closing-labels]
+        [--output-dir DIR] [--train-steps N] [--pos-tags | --word-slots] [--no-closing-labels]
         [--beam-size 21] [--alpha 0.3] [--dev-lines N] [--set KEY=VALUE ...]
 """
 
@@ -96,7 +96,8 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
         write_parallel(dev_trees, linearizer, paths["dev"])
         _, size = train_parsing_vocabulary([p + ".words" for p in paths["train"]],
                                            [p + ".trees.lin" for p in paths["train"]],
-                                           paths["vocab"], vocab_size)
+                                           paths["vocab"], vocab_size,
+                                           word_slots=linearizer.word_slots)
         print(f"parsing vocabulary: {size} pieces ({paths['vocab']})")
         write_parsing_settings(output_dir, linearizer)
         with atomic_write(stamp_path) as file:
@@ -194,6 +195,9 @@ def main(argv=None):
                         help="sampling weight of the GUM trees against WSJ's 1.0")
     parser.add_argument("--pos-tags", action="store_true",
                         help="word slots are POS tags (default: XX, as Vinyals et al.)")
+    parser.add_argument("--word-slots", action="store_true",
+                        help="word slots are the words themselves, copied by the decoder "
+                             "(default: XX, as Vinyals et al.)")
     parser.add_argument("--no-closing-labels", action="store_true",
                         help="close constituents with a bare ')' (default: ')NP')")
     parser.add_argument("--beam-size", type=int, default=21, help="default: 21 (paper 6.3)")
@@ -215,7 +219,12 @@ def main(argv=None):
         return 2
     name = args.data.replace("+", "_")
     output_dir = args.output_dir or f"runs/ptb_parsing_{name}{'_cpu' if args.cpu else ''}"
-    linearizer = Linearizer(pos_tags=args.pos_tags, closing_labels=not args.no_closing_labels)
+    if args.pos_tags and args.word_slots:
+        print("ptb_parsing: --pos-tags and --word-slots both fill the word slots: give one",
+              file=sys.stderr)
+        return 2
+    linearizer = Linearizer(pos_tags=args.pos_tags, closing_labels=not args.no_closing_labels,
+                            word_slots=args.word_slots)
     vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else
                                      {"wsj": 16000, "wsj+gum": 32000}[args.data])
     try:

@@ -1,6 +1,7 @@
 """Tests of keras_transformer.parsing.corpus: treebanks as parallel text and their vocabulary."""
 
 import sentencepiece
+from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
 from keras_transformer.parsing.linearization import Linearizer
@@ -24,6 +25,32 @@ def test_write_parallel_and_a_vocabulary_with_one_piece_per_bracket_token(tmp_pa
         # Every bracket and slot token is exactly one piece, and the text comes back whole.
         pieces = processor.encode(line, out_type=str)
         assert pieces == ["\u2581" + token for token in line.split()]
+        assert processor.decode(processor.encode(line)) == line
+
+
+def test_word_slot_vocabulary_splits_words_as_the_source_side(tmp_path):
+    source, target = write_parallel(TREES * 20, Linearizer(word_slots=True),
+                                    str(tmp_path / "train"))
+    targets = open(target, encoding="utf-8").read().splitlines()
+    assert targets[1] == "(NP (NP Cats )NP (PP on (NP mats )NP )PP )NP"
+    model, _ = train_parsing_vocabulary([source], [target], str(tmp_path / "v.model"), 320,
+                                        word_slots=True)
+    processor = sentencepiece.SentencePieceProcessor(model_file=model)
+    vocabulary = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+    # Brackets are one piece each; words are user pieces no more, and a word is split in the
+    # target exactly as in the source.
+    assert {"\u2581(NP", "\u2581)NP", "\u2581(PP"} <= vocabulary
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(open(model, "rb").read())
+    user_defined = {p.piece for p in proto.pieces
+                    if p.type == sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED}
+    assert user_defined == {"\u2581(NP", "\u2581)NP", "\u2581(PP", "\u2581)PP", "\u2581(S",
+                            "\u2581)S", "\u2581(VP", "\u2581)VP"}
+    sources = open(source, encoding="utf-8").read().splitlines()
+    for words, line in zip(sources[:2], targets[:2]):
+        pieces = processor.encode(line, out_type=str)
+        word_pieces = [p for p in pieces if p.lstrip("\u2581")[:1] not in "()"]
+        assert word_pieces == processor.encode(words, out_type=str)
         assert processor.decode(processor.encode(line)) == line
 
 

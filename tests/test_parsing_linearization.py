@@ -19,14 +19,16 @@ TREE = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks)) (. .)))")
 WORDS = ["the", "dog", "barks", "."]
 
 
-@pytest.mark.parametrize("pos_tags, closing_labels, expected", [
+@pytest.mark.parametrize("pos_tags, closing_labels, word_slots, expected", [
     # Vinyals et al.'s Figure 2 form, written out by hand.
-    (False, True, "(S (NP XX XX )NP (VP XX )VP XX )S"),
-    (True, True, "(S (NP DT NN )NP (VP VBZ )VP . )S"),
-    (False, False, "(S (NP XX XX ) (VP XX ) XX )"),
+    (False, True, False, "(S (NP XX XX )NP (VP XX )VP XX )S"),
+    (True, True, False, "(S (NP DT NN )NP (VP VBZ )VP . )S"),
+    (False, False, False, "(S (NP XX XX ) (VP XX ) XX )"),
+    (False, True, True, "(S (NP the dog )NP (VP barks )VP . )S"),
 ])
-def test_linearize_depth_first(pos_tags, closing_labels, expected):
-    linearizer = Linearizer(pos_tags=pos_tags, closing_labels=closing_labels)
+def test_linearize_depth_first(pos_tags, closing_labels, word_slots, expected):
+    linearizer = Linearizer(pos_tags=pos_tags, closing_labels=closing_labels,
+                            word_slots=word_slots)
     assert linearizer.target_text(TREE) == expected
     result = linearizer.delinearize(expected, WORDS)
     assert result.repairs == ()
@@ -98,6 +100,27 @@ def test_words_with_brackets_round_trip_through_the_written_tree(linearizer):
     assert [tag for _, tag in read.pos()] == expected_tags
 
 
+def test_word_slots_take_the_input_words_whatever_was_copied():
+    linearizer = Linearizer(word_slots=True)
+    # A miscopied word still fills its slot with the input word; slots are counted as ever.
+    result = linearizer.delinearize("(S (NP teh dgo )NP (VP barks )VP . )S", WORDS)
+    assert result.repairs == ()
+    assert str(result.tree) == "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks)) (XX .)))"
+    result = linearizer.delinearize("(S (NP the dog )NP barks", WORDS)
+    assert str(result.tree) == "(TOP (S (NP (XX the) (XX dog)) (XX barks) (XX .)))"
+    assert result.repairs == ("unclosed_brackets", "missing_word_slots")
+
+
+def test_linearizer_settings():
+    assert Linearizer.from_dict({"pos_tags": True, "closing_labels": False}) == Linearizer(
+        pos_tags=True, closing_labels=False, word_slots=False)  # a parsing.json from before
+    settings = Linearizer(word_slots=True).to_dict()
+    assert settings == {"pos_tags": False, "closing_labels": True, "word_slots": True}
+    assert Linearizer.from_dict(settings) == Linearizer(word_slots=True)
+    with pytest.raises(ValueError, match="not both"):
+        Linearizer(pos_tags=True, word_slots=True)
+
+
 def test_tags_go_in_and_out():
     bare = without_tags(TREE)
     assert [tag for _, tag in bare.pos()] == [WORD_SLOT] * 4
@@ -112,11 +135,15 @@ def test_round_trip_exact_on_every_shared_tree(data_dir, name):
     _, trees = shared_trees(data_dir, name)
     # Both choices of each option, in two passes (the suite must stay fast).
     for linearizer in (Linearizer(pos_tags=True), Linearizer(pos_tags=False,
-                                                             closing_labels=False)):
+                                                             closing_labels=False),
+                       Linearizer(word_slots=True)):
         for tree in trees:
             tokens = linearizer.linearize(tree)
             words = tree.leaves()
-            assert tokens.count(WORD_SLOT) == (0 if linearizer.pos_tags else len(words))
+            if linearizer.word_slots:
+                assert [t for t in tokens if t[0] not in "()"] == words
+            else:
+                assert tokens.count(WORD_SLOT) == (0 if linearizer.pos_tags else len(words))
             result = linearizer.delinearize(tokens, words)
             assert result.repairs == (), str(tree)
             assert result.tree == (tree if linearizer.pos_tags else without_tags(tree))

@@ -69,7 +69,8 @@ def _lines(paths):
                 yield line.rstrip("\n")
 
 
-def train_parsing_vocabulary(source_paths, target_paths, model_path, vocab_size, seed=1):
+def train_parsing_vocabulary(source_paths, target_paths, model_path, vocab_size, seed=1,
+                             word_slots=False):
     """Trains the shared BPE vocabulary of a parsing corpus into `model_path`.
 
     Args:
@@ -77,13 +78,18 @@ def train_parsing_vocabulary(source_paths, target_paths, model_path, vocab_size,
         model_path: where the `.model` goes (a `.vocab` listing is written beside it).
         vocab_size: pieces in all (paper 6.3: 16K WSJ only, 32K semi-supervised); a size the
             text cannot fill is lowered to what it can (logged in the returned tuple).
+        word_slots: the targets' word slots are the words (`Linearizer(word_slots=True)`):
+            only bracket tokens get their own pieces, and words are split as on the source
+            side (one piece per word would not fit the vocabulary and would keep the copied
+            word from sharing its pieces with the source).
 
     Returns:
         `(model_path, size)`.
     """
     import sentencepiece
 
-    tokens = sorted({token for line in _lines(target_paths) for token in line.split()})
+    tokens = sorted({token for line in _lines(target_paths) for token in line.split()
+                     if not word_slots or token[:1] in "()"})
     lines = list(_lines(list(source_paths) + list(target_paths)))
     sentencepiece.set_random_generator_seed(seed)
     size = -(-vocab_size // 8) * 8

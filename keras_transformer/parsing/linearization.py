@@ -6,10 +6,14 @@ The parser translates words into a depth-first bracket sequence of the tree:
     -> (S (NP XX XX )NP (VP XX )VP )S
 
 Each constituent opens with `(LABEL` and closes with `)LABEL`; each word is one slot token,
-`XX` (`pos_tags=False`, Vinyals et al.'s choice: the parser predicts no tags) or its POS tag
-(`pos_tags=True`); `closing_labels=False` closes every constituent with a bare `)`. The TOP
-root is implied: the sequence holds TOP's children. Both choices are options of
+`XX` (`pos_tags=False`, Vinyals et al.'s choice: the parser predicts no tags), its POS tag
+(`pos_tags=True`) or the word itself (`word_slots=True`: the decoder copies each input word
+where it belongs, so that every structural decision sees which words it has placed, at the
+price of longer outputs); `closing_labels=False` closes every constituent with a bare `)`.
+The TOP root is implied: the sequence holds TOP's children. These choices are options of
 `Linearizer`, recorded in a run's `parsing.json`; the defaults are Vinyals et al.'s.
+Whatever the slots hold, the parser's trees carry the input words (a copied word that came
+out wrong still fills its slot) and `XX` tags unless the slots are POS tags.
 
 `Linearizer.delinearize` turns **any** token sequence into a well-formed tree over exactly
 the given words, never raising: closing brackets that close nothing are dropped, brackets
@@ -68,6 +72,8 @@ class Linearizer:
         pos_tags: word slots are POS tags (True) or `XX` (False, Vinyals et al.).
         closing_labels: closing brackets carry the label, `)NP` (True, Vinyals et al.), or
             are a bare `)` (False).
+        word_slots: word slots are the words themselves (True) instead of `XX`; not
+            together with `pos_tags`.
 
     Example:
     >>> Linearizer(pos_tags=True, closing_labels=False).linearize(
@@ -77,13 +83,21 @@ class Linearizer:
 
     pos_tags: bool = False
     closing_labels: bool = True
+    word_slots: bool = False
+
+    def __post_init__(self):
+        if self.pos_tags and self.word_slots:
+            raise ValueError("a word slot holds its POS tag (pos_tags) or its word "
+                             "(word_slots), not both: choose one")
 
     def to_dict(self):
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values):
-        return cls(**{k: values[k] for k in ("pos_tags", "closing_labels") if k in values})
+        # Settings written before word_slots existed lack the key: XX or POS slots then.
+        return cls(**{k: values[k] for k in ("pos_tags", "closing_labels", "word_slots")
+                      if k in values})
 
     # -- tree -> tokens ----------------------------------------------------------------------
 
@@ -105,7 +119,8 @@ class Linearizer:
     def _write(self, node, tokens):
         if isinstance(node, str) or node.is_preterminal():
             label = node.label if isinstance(node, Tree) else WORD_SLOT
-            tokens.append(label if self.pos_tags else WORD_SLOT)
+            word = node.children[0] if isinstance(node, Tree) else node
+            tokens.append(word if self.word_slots else label if self.pos_tags else WORD_SLOT)
             return
         tokens.append("(" + node.label)
         for child in node.children:
