@@ -28,7 +28,8 @@ With `--data wsj+gum` the two training corpora are sampled with equal weight, so
 
 Outputs in the run folder (default `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
 files, `parsing.json` (the linearization), `data/` (the parallel text and the vocabulary),
-`dev.parsed.trees` (the parser's trees, `XX` slots unless `--pos-tags`), `dev.gold.trees`
+`dev.parsed.trees` (the parser's trees, `XX` slots unless `--pos-tags`; `--word-slots`
+trains the decoder to copy each word into its slot, and its trees also carry `XX`), `dev.gold.trees`
 (preprocessed gold) and `dev.scored.trees` (the parses with the gold POS tags put in, which
 EVALB needs to delete punctuation in both trees alike; tags do not count in F1). The same
 command again resumes an interrupted run, or only re-scores a finished one.
@@ -85,6 +86,9 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
     if os.path.exists(stamp_path):
         with open(stamp_path, encoding="utf-8") as file:
             done = json.load(file)
+        # Through from_dict: a folder prepared before a linearizer option existed has the
+        # option's default.
+        done["linearizer"] = Linearizer.from_dict(done.get("linearizer", {})).to_dict()
         if done != stamp:
             raise UserInputError(f"{output_dir} was prepared with {done}, not {stamp}; give "
                                  "another --output-dir, or the options it was trained with")

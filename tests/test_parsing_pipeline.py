@@ -38,10 +38,19 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
         "(NP XX XX )NP\n"]
     assert open(corpus["dev"][0]).read() == "The dog barks .\nIt works\n"
     assert json.load(open(tmp_path / "run" / "parsing.json")) == {
-        "closing_labels": True, "pos_tags": False}
+        "closing_labels": True, "pos_tags": False, "word_slots": False}
     # A run folder prepared otherwise is refused, in one message.
     with pytest.raises(UserInputError, match="was prepared with"):
         pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(pos_tags=True), 320)
+    # A folder prepared before word_slots existed (its stamp lacks the key) is still taken
+    # for XX slots, and refused for word slots.
+    stamp_path = tmp_path / "run" / "data" / "PREPARATION.json"
+    stamp = json.loads(stamp_path.read_text())
+    del stamp["linearizer"]["word_slots"]
+    stamp_path.write_text(json.dumps(stamp))
+    assert pipeline.prepare_corpus(str(data_dir), run, "wsj+gum", Linearizer(), 320) == corpus
+    with pytest.raises(UserInputError, match="was prepared with"):
+        pipeline.prepare_corpus(str(data_dir), run, "wsj+gum", Linearizer(word_slots=True), 320)
 
     paper = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj+gum"))
     assert paper.model["preset"] == "parsing_semi"

@@ -131,3 +131,7 @@ def test_average_refuses_an_output_beside_other_parsing_settings(parsing_run, tm
                      "--output", str(other / "averaged.keras")]) == 2
     assert "parsing.json" in capsys.readouterr().err
     assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]  # nothing written
+    # The same settings written before word_slots existed are this run's own.
+    (other / "parsing.json").write_text('{"closing_labels": false, "pos_tags": true}')
+    assert cli_main(["average", run.path, "--last", "3",
+                     "--output", str(other / "averaged.keras")]) == 0

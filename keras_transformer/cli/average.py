@@ -54,7 +54,11 @@ def _parsing_settings_to_copy(run_dir, output):
     if not os.path.isfile(source) or (os.path.exists(target)
                                       and os.path.samefile(source, target)):
         return None
-    if os.path.exists(target) and _read_json(target) != _read_json(source):
+    from keras_transformer.parsing.linearization import Linearizer
+
+    # As Linearizers: a file written before an option existed means that option's default.
+    if os.path.exists(target) and (Linearizer.from_dict(_read_json(target))
+                                   != Linearizer.from_dict(_read_json(source))):
         raise UserInputError(
             f"{target!r} differs from {source!r}, the parsing settings of the run averaged: "
             f"give --output a folder without a {PARSING_FILE}, or this run's own")
