@@ -18,7 +18,8 @@ out wrong still fills its slot) and `XX` tags unless the slots are POS tags.
 `Linearizer.delinearize` turns **any** token sequence into a well-formed tree over exactly
 the given words, never raising: closing brackets that close nothing are dropped, brackets
 left open are closed, word slots beyond the words are dropped, words without a slot are
-attached to the last top-level constituent (or, when there is none, an `S` is put over all
+attached to the last top-level constituent when it ends the sequence (after top-level words
+they follow those words; when there is no constituent at all, an `S` is put over all
 words), constituents left without words are removed, and
 when all that does not give a tree over the words (it always should) a flat
 `(TOP (S (XX w1) (XX w2) ...))` is the last resort. What was repaired is returned with the
@@ -171,11 +172,15 @@ class Linearizer:
         if next_word < len(words):
             repairs.add("missing_word_slots")
             missing = [Tree(WORD_SLOT, [w]) for w in words[next_word:]]
-            phrases = [c for c in root.children if not c.is_preterminal()]
-            if phrases:
-                phrases[-1].children.extend(missing)
-            else:  # a sentence node over everything, as the flat fallback
+            if not any(not c.is_preterminal() for c in root.children):
+                # No phrase at all: a sentence node over everything, as the flat fallback.
                 root.children = [Tree("S", root.children + missing)]
+            elif not root.children[-1].is_preterminal():
+                root.children[-1].children.extend(missing)
+            else:
+                # Words after the last phrase: the missing ones follow them, in order (put
+                # into the last phrase they would come before those words).
+                root.children.extend(missing)
         if _prune_empty(root):
             repairs.add("empty_constituents")
         if root.leaves() != words:  # cannot happen by construction; kept as the last resort
