@@ -60,4 +60,8 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     assert cpu.model["d_model"] == 256 and cpu.data.vocab == corpus["vocab"]
     assert [c.weight for c in cpu.data.train] == [1.0, 0.5]
     model = cpu.transformer_config(vocab_size=320)
-    assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.3)
+    assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.2)
+    # Run 3's recipe (benchmarks/README.md): 9000 updates of 2048 tokens, peak 0.00084.
+    assert (cpu.schedule.train_steps, cpu.schedule.tokens_per_update, cpu.data.token_budget,
+            cpu.schedule.warmup_steps, cpu.schedule.learning_rate_scale) == (9000, 2048, 2048,
+                                                                            500, 0.3)
