@@ -63,7 +63,7 @@ def training_config(output_dir, corpus, steps, dev_bleu_sentences=100, beam_size
             "train": [{"source": str(corpus["train"][0]), "target": str(corpus["train"][1])}],
             "dev": {"source": str(corpus["dev"][0]), "target": str(corpus["dev"][1])},
             "vocab_size": 1000, "token_budget": 3072, "max_length": 64,
-            "shuffle_buffer": 20000,
+            "shuffle_buffer": 50000,  # the whole training split (about 25000 lines)
         },
         "schedule": {"train_steps": steps, "warmup_steps": 300, "learning_rate_scale": 2.0,
                      "tokens_per_update": 3072, "eval_every_steps": max(steps // 4, 1),
@@ -189,7 +189,10 @@ def main(argv=None):
 
     output_dir = pathlib.Path(args.output_dir)
     corpus = write_number_expressions(output_dir / "corpus", seed=0)
-    print(f"[1/5] corpus: {output_dir / 'corpus'} (train 20000, dev 500, test 500 pairs)")
+    lines = {split: len(paths[0].read_text(encoding="utf-8").splitlines())
+             for split, paths in corpus.items()}
+    print(f"[1/5] corpus: {output_dir / 'corpus'} (train {lines['train']} lines of 20000 "
+          f"distinct sentences, dev {lines['dev']}, test {lines['test']})")
 
     print(f"[2/5] training: vocabulary, then {args.steps} updates with model.fit")
     result = train(training_config(output_dir, corpus, args.steps, args.dev_bleu_sentences,
@@ -208,7 +211,7 @@ def main(argv=None):
     (output_dir / "test.hyp.de").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
     print(f"      sacreBLEU {report.bleu:.1f}  ({report.bleu_signature})")
     print(f"      chrF {report.chrf:.1f}  ({report.chrf_signature})")
-    print(f"      exact match {exact_match:.1%} (target: >= 95%)")
+    print(f"      exact match {exact_match:.1%} (target: > 98%)")
 
     print("[4/5] exporting the SavedModel and loading it as TF Serving does")
     export_path = export_saved_model(translator.model, str(run.vocabulary), "quickstart",

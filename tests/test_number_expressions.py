@@ -43,9 +43,10 @@ def test_deterministic_for_a_seed_and_splits_disjoint():
     first = number_expressions_corpus(seed=7)
     assert first == number_expressions_corpus(seed=7)
     assert first != number_expressions_corpus(seed=8)
-    assert {k: len(v) for k, v in first.items()} == {"train": 20000, "dev": 500, "test": 500}
+    assert {k: len(v) for k, v in first.items() if k != "train"} == {"dev": 500, "test": 500}
     sources = {name: {english for english, _ in pairs} for name, pairs in first.items()}
     assert len(sources["train"]) == 20000 and len(sources["test"]) == 500  # distinct
+    assert len(sources["dev"]) == 500
     assert not sources["train"] & sources["dev"]
     assert not sources["train"] & sources["test"]
     assert not sources["dev"] & sources["test"]
@@ -58,3 +59,36 @@ def test_written_files_are_line_aligned(tmp_path):
     assert len(english) == len(german) == 5
     assert dict(number_expressions_corpus(1, sizes=(("train", 50), ("test", 5)))["test"]) == \
         dict(zip(english, german))
+
+
+def test_training_split_repeats_the_small_families():
+    import collections
+
+    splits = number_expressions_corpus(seed=0)
+    lines = collections.Counter(english for english, _ in splits["train"])
+    assert len(lines) == 20000 and max(lines.values()) == 8  # max_repeats
+    # Every repeat is the same pair: one German per English sentence.
+    assert len(set(splits["train"])) == 20000
+    # "half past X" has 12 members, each drawn about 60 times in some 45000 draws: one line
+    # per 4 draws, so each training member reaches the cap of 8 lines.
+    half_past = {e: n for e, n in lines.items() if e.startswith("half past ")}
+    assert 8 <= len(half_past) <= 12 and set(half_past.values()) == {8}
+    # A cardinal of 100000 or more (900000 of them) keeps one line, a year (1000 of them)
+    # fewer than the cap, so the large families keep most of their share: under 30% more
+    # lines in all.
+    large = [n for e, n in lines.items() if e.split()[1:2] == ["hundred"] and "thousand" in e]
+    years = [n for e, n in lines.items() if e.startswith("in ")]
+    assert len(large) > 1000 and set(large) == {1}
+    assert len(years) > 500 and max(years) < 8
+    assert len(splits["train"]) < 1.3 * 20000
+    # max_repeats=1: one line per sentence, the same 20000 sentences and held-out splits.
+    distinct = number_expressions_corpus(seed=0, max_repeats=1)
+    assert len(distinct["train"]) == 20000 and dict(distinct["train"]).keys() == lines.keys()
+    assert distinct["test"] == splits["test"] and distinct["dev"] == splits["dev"]
+    # draws_per_line=1: every draw a line, up to the cap.
+    every = collections.Counter(e for e, _ in number_expressions_corpus(
+        seed=0, draws_per_line=1)["train"])
+    assert every.keys() == lines.keys() and all(every[e] >= n for e, n in lines.items())
+    assert sum(every.values()) > 1.5 * 20000
+    with pytest.raises(ValueError, match="max_repeats"):
+        number_expressions_corpus(seed=0, max_repeats=0)
