@@ -52,7 +52,7 @@ PAPER_SIZE = {
     "wsj": {"preset": "parsing_wsj", "max_length": 1024},
     "wsj+gum": {"preset": "parsing_semi", "max_length": 1024},
 }
-# 2 CPU cores, at most 2 hours: a starting point, to be selected on dev.
+# 2 CPU cores, at most 2 hours: parsing run 3's model (benchmarks/README.md).
 CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "num_heads": 4,
             "key_dim": 64, "value_dim": 64, "dropout": 0.2, "max_length": 1024}
 CPU_VOCAB_SIZE = 8000
@@ -117,7 +117,7 @@ def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
              for i, (s, t) in enumerate(corpus["train"])]
     if cpu:
         # Scale 0.3 (peak 0.00084): at 1.0 (0.002-0.0026 with these small updates) the first
-        # WSJ runs' decoders ignored the source entirely (benchmarks/README.md, runs 1-3).
+        # WSJ runs' decoders ignored the source entirely (benchmarks/README.md, runs 1-2).
         # Small updates: 3396 trees are about 170 updates of 2048 tokens, so 9000 updates
         # are some 50 epochs, about 100 minutes on one core of a 2-core AVX-512 EPYC.
         schedule = {"train_steps": train_steps or 9000, "warmup_steps": 500,

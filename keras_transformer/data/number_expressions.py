@@ -209,8 +209,8 @@ def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("t
     sentences, in the order drawn, and repeats a sentence that the generator keeps drawing:
     one more line for every `draws_per_line` further draws of it, up to `max_repeats` lines.
     A member of a large family (cardinals up to a million, dates with years) is drawn a few
-    times at most and keeps one or two lines, while a member of a small one ("half past X"
-    has 12, drawn some 60 times each) gets 8. De-duplicated, "half past nine" was one line in
+    times and keeps one line or a few, while a member of a small one ("half past X" has 12,
+    drawn some 60 times each) gets 8. De-duplicated, "half past nine" was one line in
     20000, and the quickstart's model rendered it by the cardinal rule ("halb neun", not
     "halb zehn"); a line for every draw instead nearly halved the share of the large cardinals
     and cost them accuracy (benchmarks/README.md, quickstart trials of 2026-11-25).
