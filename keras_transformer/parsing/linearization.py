@@ -172,7 +172,7 @@ class Linearizer:
         if next_word < len(words):
             repairs.add("missing_word_slots")
             missing = [Tree(WORD_SLOT, [w]) for w in words[next_word:]]
-            if not any(not c.is_preterminal() for c in root.children):
+            if all(c.is_preterminal() for c in root.children):
                 # No phrase at all: a sentence node over everything, as the flat fallback.
                 root.children = [Tree("S", root.children + missing)]
             elif not root.children[-1].is_preterminal():
