@@ -189,10 +189,11 @@ def main(argv=None):
 
     output_dir = pathlib.Path(args.output_dir)
     corpus = write_number_expressions(output_dir / "corpus", seed=0)
-    lines = {split: len(paths[0].read_text(encoding="utf-8").splitlines())
-             for split, paths in corpus.items()}
-    print(f"[1/5] corpus: {output_dir / 'corpus'} (train {lines['train']} lines of 20000 "
-          f"distinct sentences, dev {lines['dev']}, test {lines['test']})")
+    english = {split: paths[0].read_text(encoding="utf-8").splitlines()
+               for split, paths in corpus.items()}
+    print(f"[1/5] corpus: {output_dir / 'corpus'} (train {len(english['train'])} lines of "
+          f"{len(set(english['train']))} distinct sentences, dev {len(english['dev'])}, "
+          f"test {len(english['test'])})")
 
     print(f"[2/5] training: vocabulary, then {args.steps} updates with model.fit")
     result = train(training_config(output_dir, corpus, args.steps, args.dev_bleu_sentences,
