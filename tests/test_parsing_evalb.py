@@ -178,6 +178,10 @@ def test_with_gold_tags_leaves_predicted_tags_alone():
     trees = [parse_tree(t) for t in test]
     assert with_gold_tags(GOLD, trees) == (trees, False)
     assert with_gold_tags(GOLD, ["", None]) == (["", None], False)  # no tag at all
+    # Asked to, it replaces predicted tags too (a POS-slot parser's bracket F1).
+    replaced, done = with_gold_tags(GOLD, test, replace_predicted=True)
+    assert done and replaced == ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
+                                 "(TOP (S (PRP d) (VP (VBZ e))))"]
 
 
 def test_with_gold_tags_keeps_what_evalb_reports_as_errors():

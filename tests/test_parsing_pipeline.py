@@ -65,3 +65,26 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     assert (cpu.schedule.train_steps, cpu.schedule.tokens_per_update, cpu.data.token_budget,
             cpu.schedule.warmup_steps, cpu.schedule.learning_rate_scale) == (9000, 2048, 2048,
                                                                             500, 0.3)
+
+
+def test_predicted_pos_slots_are_also_scored_with_the_gold_tags():
+    from keras_transformer.parsing.trees import parse_tree
+
+    gold = [parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))"),
+            parse_tree("(TOP (S (NP (PRP d)) (VP (VBZ e))))")]
+    # The first parse tags its '.' as NN, so EVALB keeps it as a word there: an error
+    # sentence. Its brackets, S NP VP, match the gold's; the second parse misses the NP.
+    parsed = [parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (NN .)))"),
+              parse_tree("(TOP (S (PRP d) (VP (VBZ e))))")]
+    report, scored, figures = _pipeline().score_parses(gold, parsed)
+    assert scored == parsed and report.all.error_sentences == 1
+    # By hand, with the gold tags in: gold brackets S NP VP + S NP VP = 6, test 3 + 2 = 5,
+    # matched 5: recall 5/6, precision 1, F1 2 * (5/6) / (11/6) = 10/11.
+    assert figures["gold_tags"] == {"f1": round(100 * 10 / 11, 2), "precision": 100.0,
+                                    "recall": round(100 * 5 / 6, 2), "error_sentences": 0}
+    # XX slots get the gold tags in the report itself, and no second figure.
+    xx = [parse_tree(str(tree).replace("(DT", "(XX").replace("(NN", "(XX")
+                     .replace("(VBZ", "(XX").replace("(PRP", "(XX")) for tree in parsed]
+    report, _, figures = _pipeline().score_parses(gold, xx)
+    assert "gold_tags" not in figures and report.all.error_sentences == 0
+    assert round(report.all.f1, 2) == round(100 * 10 / 11, 2)

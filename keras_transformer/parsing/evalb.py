@@ -458,7 +458,7 @@ def evaluate(gold, test, params=COLLINS, tags_predicted=True):
                        Summary.of(short, tags_predicted), params.cutoff_len, tags_predicted)
 
 
-def with_gold_tags(gold, test):
+def with_gold_tags(gold, test, replace_predicted=False):
     """The test trees with the gold tags in their `XX` word slots, when every tag of every
     test tree is `XX` (a parser that predicts no tags), and whether that was so.
 
@@ -466,10 +466,14 @@ def with_gold_tags(gold, test):
     make the sentence an error sentence. F1 counts no tags, so the gold ones change nothing
     else; score the result with `tags_predicted=False`. Test trees with any predicted tag are
     left alone, all of them: gold tags in some would make tagging accuracy meaningless.
+    `replace_predicted=True` replaces predicted tags too: the bracket F1 of a parser that
+    predicts tags, scored as an `XX` parser's (one mistagged comma would otherwise make its
+    sentence an error sentence).
 
     Args:
         gold, test: line-aligned trees, `Tree`s or bracketed strings (`None` or "" in `test`
             is a skip sentence).
+        replace_predicted: put the gold tags in whatever the test tags are.
 
     Returns:
         `(trees, filled)`. Filled: `test` as a list, each tree given the tags of its gold tree
@@ -490,7 +494,7 @@ def with_gold_tags(gold, test):
     except UserInputError:
         return test, False  # EVALB reports the unreadable lines as error sentences
     tags = [tag for tree in trees if tree is not None for _, tag in tree.pos()]
-    if not tags or any(tag != WORD_SLOT for tag in tags):
+    if not tags or (not replace_predicted and any(tag != WORD_SLOT for tag in tags)):
         return test, False
     result = []
     for gold_tree, given, tree in zip(gold, test, trees):
