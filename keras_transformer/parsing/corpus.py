@@ -11,6 +11,7 @@ vocabularies are, plus one user-defined piece per bracket and slot token seen in
 steps. Ids are the project's fixed ones (pad 0, unk 1, bos 2, eos 3).
 
 Example:
+>>> from keras_transformer.parsing.linearization import Linearizer
 >>> from keras_transformer.parsing.trees import parse_tree
 >>> write_parallel([parse_tree("(TOP (S (NN hi)))")], Linearizer(), "data/x")  # doctest: +SKIP
 ('data/x.words', 'data/x.trees.lin')
@@ -21,7 +22,6 @@ import os
 
 from keras_transformer.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.errors import UserInputError
-from keras_transformer.parsing.linearization import Linearizer  # noqa: F401 (doctest)
 from keras_transformer.parsing.trees import Tree, escape_brackets
 from keras_transformer.training.output_dir import atomic_write
 
