@@ -69,3 +69,14 @@ def test_write_parallel_spells_brackets_in_words_and_tags_as_the_treebank(tmp_pa
                            str(tmp_path / "y"))
     assert [open(p, encoding="utf-8").read() for p in again] == [
         open(p, encoding="utf-8").read() for p in (source, target)]
+
+
+def test_write_parallel_refuses_a_word_with_whitespace_and_writes_nothing(tmp_path):
+    import pytest
+
+    from keras_transformer.errors import UserInputError
+
+    tree = Tree("TOP", [Tree("NP", [Tree("NNP", ["New York"]), Tree("NN", ["city"])])])
+    with pytest.raises(UserInputError, match=r"tree 3 has the word 'New York'"):
+        write_parallel(TREES + [tree], Linearizer(), str(tmp_path / "d" / "train"))
+    assert not (tmp_path / "d").exists()

@@ -43,7 +43,19 @@ def write_parallel(trees, linearizer, prefix):
 
     Returns:
         `(source_path, target_path)`.
+
+    Raises:
+        UserInputError: a word that is empty or holds whitespace (only a `Tree` built in code
+            can have one): the source line would not split back into the tree's words.
     """
+    trees = list(trees)
+    for number, tree in enumerate(trees, 1):
+        for word in tree.leaves():
+            if not word or any(character.isspace() for character in word):
+                raise UserInputError(
+                    f"tree {number} has the word {word!r}: a word must be non-empty and hold "
+                    "no whitespace, as each corpus line is the words separated by spaces; "
+                    "split it into words, or join them with '_'")
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     source, target = prefix + ".words", prefix + ".trees.lin"
     # A raw bracket would be a bracket token on the target side, and a word the parser is
