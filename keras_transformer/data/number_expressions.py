@@ -240,16 +240,15 @@ def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("t
             break
         english, german = rng.choices(generators, weights)[0](rng)
         owner = _held_out_split(english, held_out_names) or train_name
-        if english in splits[owner]:
-            if owner == train_name:
-                train_draws[english] += 1
-                repeat, remainder = divmod(train_draws[english] - 1, draws_per_line)
-                if remainder == 0 and repeat < max_repeats:
-                    train_lines.append((english, german))
-        elif len(splits[owner]) < wanted[owner]:
+        if english not in splits[owner]:
+            if len(splits[owner]) == wanted[owner]:
+                continue
             splits[owner][english] = german
-            if owner == train_name:
-                train_draws[english] = 1
+        if owner == train_name:
+            # Lines at draws 1, 1 + draws_per_line, ...: at most max_repeats of them.
+            earlier = train_draws.get(english, 0)
+            train_draws[english] = earlier + 1
+            if earlier % draws_per_line == 0 and earlier // draws_per_line < max_repeats:
                 train_lines.append((english, german))
     else:
         raise ValueError(f"cannot draw {dict(sizes)} distinct expressions; ask for fewer")
