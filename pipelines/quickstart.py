@@ -202,7 +202,7 @@ def main(argv=None):
 
     print(f"[3/5] evaluating the averaged model on the test split (beam {args.beam_size}, "
           "alpha 0.6)")
-    sources = corpus["test"][0].read_text(encoding="utf-8").splitlines()[:args.test_size]
+    sources = english["test"][:args.test_size]
     references = corpus["test"][1].read_text(encoding="utf-8").splitlines()[:args.test_size]
     translator = Translator.load(str(run.path), beam_size=args.beam_size, alpha=0.6,
                                  max_extra_length=args.max_extra_length)
