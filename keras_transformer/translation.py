@@ -24,6 +24,7 @@ warning that names it (or rejected with `on_too_long="error"`); a non-string rai
 `TypeError` naming its index and type.
 """
 
+import copy
 import os
 import warnings
 
@@ -242,6 +243,15 @@ class Translator:
         else:
             result = self.beam_search(self.decoder, source_ids)
         return tuple(result)
+
+    def with_decoder(self, decoder):
+        """A copy of this translator (same vocabulary and search settings) that searches with
+        `decoder`, e.g. a wrapper around `self.decoder` that constrains its outputs
+        (`keras_transformer.parsing.constrained_decoding`)."""
+        other = copy.copy(self)
+        other.decoder = decoder
+        other._compiled = compile_search(other._search, decoder, enabled=self._compile_enabled)
+        return other
 
     def translate_ids(self, source_ids):
         """Searches one batch of source ids `[batch, length]`; returns NumPy

@@ -7,7 +7,9 @@ paper's semi-supervised corpus); preprocesses them (function tags, `-NONE-`, TOP
 linearizes them as Vinyals et al. (2015) (`keras_transformer.parsing.linearization`), trains a
 parsing vocabulary and a Transformer with `keras_transformer.training.train` (the translation
 trainer: words in, bracket sequence out), averages the last checkpoints, parses the WSJ dev
-set with beam 21, alpha 0.3, output length input + 300, and scores it with EVALB's
+set with beam 21, alpha 0.3, output length input + 300 (a search constrained to
+well-formed trees over the input words; `--unconstrained` repairs free outputs instead), and
+scores it with EVALB's
 COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
 
 Two sizes:
@@ -34,7 +36,8 @@ command again resumes an interrupted run, or only re-scores a finished one.
 
     python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
         [--output-dir DIR] [--train-steps N] [--pos-tags | --word-slots] [--no-closing-labels]
-        [--beam-size 21] [--alpha 0.3] [--dev-lines N] [--set KEY=VALUE ...]
+        [--beam-size 21] [--alpha 0.3] [--unconstrained] [--dev-lines N]
+        [--set KEY=VALUE ...]
 """
 
 import argparse
@@ -174,7 +177,7 @@ def score_parses(gold, parsed):
 
 
 def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
-                 max_extra_length=300, lines=None, batch_size=32):
+                 max_extra_length=300, lines=None, batch_size=32, constrained=True):
     """Parses the dev set with the averaged model and scores it (EVALB, COLLINS.prm).
 
     Returns:
@@ -186,7 +189,7 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
     gold = dev_trees[:lines]
     parser = Parser.load(output_dir, beam_size=beam_size, alpha=alpha,
                          max_extra_length=max_extra_length, linearizer=linearizer,
-                         batch_size=batch_size)
+                         batch_size=batch_size, constrained=constrained)
     start = time.perf_counter()
     parsed = parser.parse([tree.leaves() for tree in gold])
     seconds = time.perf_counter() - start
@@ -199,7 +202,7 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
                     "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
                     "repaired": parser.last_repaired, "repairs": dict(parser.last_repairs),
                     "beam_size": beam_size, "alpha": alpha,
-                    "max_extra_length": max_extra_length})
+                    "max_extra_length": max_extra_length, "constrained": constrained})
     return report, figures
 
 
@@ -232,6 +235,10 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, default=0.3, help="default: 0.3 (paper 6.3)")
     parser.add_argument("--max-extra-length", type=int, default=300,
                         help="output length cap = input + this; default: 300 (paper 6.3)")
+    parser.add_argument("--unconstrained", action="store_true",
+                        help="search freely and repair malformed outputs afterwards, as "
+                             "Vinyals et al. (default: search only well-formed trees over "
+                             "the input words)")
     parser.add_argument("--dev-lines", type=int, default=None,
                         help="parse only the first N dev trees (a smoke test; default: all)")
     parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
@@ -269,7 +276,7 @@ def main(argv=None):
         print(result.summary())
         report, figures = evaluate_dev(output_dir, corpus["dev_trees"], linearizer,
                                        args.beam_size, args.alpha, args.max_extra_length,
-                                       args.dev_lines)
+                                       args.dev_lines, constrained=not args.unconstrained)
     except UserInputError as error:
         print(f"ptb_parsing: error: {error}", file=sys.stderr)
         return 2

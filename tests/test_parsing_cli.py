@@ -108,6 +108,15 @@ def test_parse_command_writes_one_tree_over_the_words_per_line(parser_run, tmp_p
                  "he", "said", "."], [], ["She", "does", "."]]
     assert [parse_tree(line).leaves() for line in lines] == expected
     assert lines[1] == "(TOP)"
+    # An untrained model's outputs are arbitrary, yet the constrained search (the default)
+    # gives well-formed trees that need no repair.
+    err = capsys.readouterr().err
+    assert "parsed 3 sentences" in err and "; 0 output(s) needed repair" in err
+    assert main(["parse", "--model", str(run), "--tokenize", "--input", str(raw),
+                 "--output", str(output), "--beam-size", "2", "--max-extra-length", "8",
+                 "--unconstrained"]) == 0
+    assert [parse_tree(line).leaves() for line in
+            output.read_text(encoding="utf-8").splitlines()] == expected
     assert "parsed 3 sentences" in capsys.readouterr().err
     assert main(["parse", "--model", str(run), "--input", str(tmp_path / "missing.txt")]) == 2
     assert "cannot open" in capsys.readouterr().err

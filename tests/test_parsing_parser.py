@@ -42,7 +42,7 @@ class _StandInTranslator:
 
 def test_parser_escapes_brackets_repairs_and_counts():
     translator = _StandInTranslator(["(S (NP XX )NP (VP XX XX )VP )S", "(S XX", ""])
-    parser = Parser(translator, Linearizer())
+    parser = Parser(translator, Linearizer(), constrained=False)  # the repair is under test
     trees = parser.parse([["(", "it", ":-)"], "works .", []])
     # As the treebank spells them, inside words too (Stanford's PTB tokenizer: ':-RRB-').
     assert translator.inputs == ["-LRB- it :--RRB-", "works .", ""]
@@ -55,6 +55,9 @@ def test_parser_escapes_brackets_repairs_and_counts():
         parser.parse([3])
     with pytest.raises(TypeError, match="wrap it in a list"):
         parser.parse("one sentence")
+    # A constrained parser needs the translator's decoder and vocabulary.
+    with pytest.raises(TypeError, match="pass constrained=False"):
+        Parser(translator, Linearizer())
 
 
 def test_a_run_without_parsing_json_is_refused_before_its_model_loads(tmp_path):

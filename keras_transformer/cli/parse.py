@@ -4,9 +4,9 @@ One PTB-tokenized sentence per line in (words separated by spaces, `(` and `)` m
 as is or as `-LRB-` / `-RRB-`), one bracketed tree per line out, in input order; an empty line
 gives `(TOP)`. `--tokenize` tokenizes raw text first, the Penn Treebank way (nltk's
 `TreebankWordTokenizer`: `pip install keras-nmt-transformer[parsing]`). Decoding defaults to
-section 6.3's settings: beam 21, alpha 0.3, output length input + 300. Every output is a
-well-formed tree over exactly the input words; the count of outputs that needed repair goes
-to stderr.
+section 6.3's settings: beam 21, alpha 0.3, output length input + 300, searching only
+well-formed trees over exactly the input words (`--unconstrained`: a free search whose outputs
+are repaired into such trees; the count of outputs that needed repair goes to stderr).
 """
 
 import sys
@@ -36,6 +36,9 @@ def add_arguments(parser):
     group.add_argument("-o", "--output", metavar="FILE", help="trees (default: stdout)")
     group.add_argument("--tokenize", action="store_true",
                        help="the input is raw text: tokenize it the Penn Treebank way first")
+    group.add_argument("--unconstrained", action="store_true",
+                       help="search freely and repair malformed outputs afterwards (default: "
+                            "search only well-formed trees over the input words)")
     group.add_argument("--chunk-size", type=int, default=256, metavar="LINES",
                        help="lines read and parsed at a time (default: 256)")
 
@@ -58,7 +61,8 @@ def run(args):
         tokenizer = TreebankWordTokenizer()
     # Before the model loads: a run without parsing.json is refused in one line.
     linearizer = read_parsing_settings(args.model[0])
-    parser = Parser(translator_from_args(args), linearizer)
+    parser = Parser(translator_from_args(args), linearizer,
+                    constrained=not args.unconstrained)
     count = repaired = 0
     start = time.perf_counter()
     with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
