@@ -34,7 +34,7 @@ def closing_of(opening, linearizer):
     return IDS[S + ")" + label] if linearizer.closing_labels else IDS[S + ")"]
 
 
-def allowed_next(output, source, linearizer, cap, max_depth=64):
+def allowed_next(output, source, linearizer, cap, max_depth=64, in_a_row=4):
     """The tree rules of the module docstring, stated over token lists: the token ids that may
     follow `output` (the tokens so far) for the source pieces `source` (eos excluded)."""
     stack, placed = [], 0
@@ -59,7 +59,11 @@ def allowed_next(output, source, linearizer, cap, max_depth=64):
     allowed = set()
     if left and stack:
         allowed |= {units[placed]} if linearizer.word_slots else set(slots)
-    if left and len(stack) < max_depth and len(output) + 1 + left + len(stack) + 2 <= cap:
+    run = 0
+    while run < len(output) and output[len(output) - 1 - run] in openings(linearizer):
+        run += 1
+    if (left and len(stack) < max_depth and run < in_a_row
+            and len(output) + 1 + left + len(stack) + 2 <= cap):
         allowed |= set(openings(linearizer))
     if stack and not (output and output[-1] in openings(linearizer)) and (len(stack) > 1 or not left):
         allowed.add(stack[-1])
@@ -68,11 +72,11 @@ def allowed_next(output, source, linearizer, cap, max_depth=64):
     return allowed
 
 
-def reference_greedy(table, source, linearizer, cap):
+def reference_greedy(table, source, linearizer, cap, **limits):
     """Greedy search under `allowed_next`; a step where nothing is allowed is unconstrained."""
     output, previous = [], BOS
     while len(output) < cap and (not output or output[-1] != EOS):
-        allowed = allowed_next(output, source, linearizer, cap) or (
+        allowed = allowed_next(output, source, linearizer, cap, **limits) or (
             set(range(len(PIECES))) - {PAD, BOS})
         previous = max(allowed, key=lambda t, p=previous: table[p, t])
         output.append(previous)
@@ -86,9 +90,9 @@ def random_table(seed):
     return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
 
 
-def constrained(table, linearizer, max_extra_length):
+def constrained(table, linearizer, max_extra_length, **limits):
     return TreeConstrainedDecoder(MarkovDecoder(table, max_length=64),
-                                  TreeConstraint(PIECES, linearizer), max_extra_length)
+                                  TreeConstraint(PIECES, linearizer, **limits), max_extra_length)
 
 
 def outputs(result):
@@ -121,6 +125,27 @@ def test_greedy_follows_the_rules_step_by_step(linearizer):
             expected = reference_greedy(table, source, linearizer, len(source) + 1 + 12)
             assert got == expected, (seed, as_text(got), as_text(expected))
             assert got[-1] == EOS
+
+
+@pytest.mark.parametrize("depth, in_a_row", [(64, 4), (64, 2), (3, 6)])
+def test_a_model_that_loves_openings_is_held_to_the_limits(depth, in_a_row):
+    # Openings (and most of all "(NP") get the mass: the search must stop opening at the
+    # limits, as the rules say, and still end with a tree over all the words.
+    linearizer = Linearizer(word_slots=True)
+    table = random_table(5)
+    table[:, openings(linearizer)] += 8.0
+    table[:, IDS[S + "(NP"]] += 2.0
+    batch = np.array([WORDS + [EOS]], "int32")
+    result = greedy_search(constrained(table, linearizer, 60, max_depth=depth,
+                                       max_openings_in_a_row=in_a_row), batch,
+                           max_extra_length=60)
+    (got,), = outputs(result)
+    expected = reference_greedy(table, WORDS, linearizer, len(WORDS) + 61, max_depth=depth,
+                                in_a_row=in_a_row)
+    assert got == expected, (as_text(got), as_text(expected))
+    text = as_text(got)
+    assert ("(NP " * min(depth, in_a_row)) in text and ("(NP " * (in_a_row + 1)) not in text
+    assert linearizer.delinearize(text.replace(" +", ""), "the dog barks .".split()).repairs == ()
 
 
 def test_beam_search_finds_the_best_well_formed_tree_by_enumeration():
