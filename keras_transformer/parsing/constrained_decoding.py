@@ -249,7 +249,8 @@ class TreeConstrainedDecoder:
             singles = [ops.where(may_place, next_piece, -1)]
         else:
             singles = []
-        innermost = ops.take_along_axis(stack, ops.maximum(depth - 1, 0)[:, None], axis=1)[:, 0]
+        level = ops.clip(depth - 1, 0, self.constraint.max_depth - 1)
+        innermost = ops.take_along_axis(stack, level[:, None], axis=1)[:, 0]
         # (-1: an opening without a closing piece, which only an unconstrained step emits.)
         may_close = ops.logical_and(may_close, innermost >= 0)
         singles += [ops.where(may_close, innermost, -1), ops.where(may_end, self.eos_id, -1)]
