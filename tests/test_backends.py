@@ -150,3 +150,45 @@ def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
     kt.build_model(config).save(tmp_path / "model.keras")
     assert "OK" in run_without_tensorflow("jax", TRANSLATE, tmp_path / "model.keras",
                                           tmp_path / "vocab.model")
+
+
+CONSTRAINED_PARSE = """
+    import numpy as np
+    import keras
+    import keras_transformer as kt
+    from keras_transformer.decoding import BeamSearch, as_decoder
+    from keras_transformer.parsing.constrained_decoding import (TreeConstrainedDecoder,
+                                                                TreeConstraint)
+    from keras_transformer.parsing.linearization import Linearizer
+    from keras_transformer.translation import compile_search
+
+    S = "\\u2581"
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", S + "(S", S + ")S", S + "(NP", S + ")NP",
+              S + "the", S + "dog", S + "bark", "s"]
+    config = kt.TransformerConfig(vocab_size=len(pieces), num_layers=1, d_model=32, d_ff=64,
+                                  num_heads=4, key_dim=8, value_dim=8, max_length=64)
+    model = kt.build_model(config)
+    linearizer = Linearizer(word_slots=True)
+    decoder = TreeConstrainedDecoder(model, TreeConstraint(pieces, linearizer), 20)
+    search = compile_search(
+        lambda s: tuple(BeamSearch(beam_size=3, alpha=0.3, max_extra_length=20)(decoder, s)),
+        decoder)
+    ids, lengths, _, _ = search(np.array([[8, 9, 10, 11, 3], [9, 10, 11, 3, 0]], "int32"))
+    ids, lengths = keras.ops.convert_to_numpy(ids), keras.ops.convert_to_numpy(lengths)
+    for row, words in enumerate((["the", "dog", "barks"], ["dog", "barks"])):
+        tokens = ids[row, 0, :lengths[row, 0]].tolist()
+        assert tokens[-1] == 3, tokens
+        text = " ".join(pieces[t][1:] if pieces[t].startswith(S) else "+" + pieces[t]
+                        for t in tokens[:-1]).replace(" +", "")
+        assert linearizer.delinearize(text, words).repairs == (), text
+        assert [t for t in text.split() if t[0] not in "()"] == words, text
+    assert not tensorflow_loaded()
+    print("OK", keras.backend.backend())
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_constrained_parsing_search_compiles_without_tensorflow(backend):
+    # An untrained model's outputs are arbitrary: only the constraint makes them trees. On JAX
+    # the search runs under jax.jit, as Translator runs it.
+    assert f"OK {backend}" in run_without_tensorflow(backend, CONSTRAINED_PARSE)
