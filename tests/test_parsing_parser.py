@@ -55,6 +55,14 @@ def test_parser_escapes_brackets_repairs_and_counts():
         parser.parse([3])
     with pytest.raises(TypeError, match="wrap it in a list"):
         parser.parse("one sentence")
+    # A constituent whose only child has its label is merged, unless asked not to.
+    unary = "(S (NP (NP XX XX )NP )NP (VP XX )VP )S"
+    for merge, expected in ((True, "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks))))"),
+                            (False, "(TOP (S (NP (NP (XX the) (XX dog))) (VP (XX barks))))")):
+        merging = Parser(_StandInTranslator([unary]), Linearizer(), constrained=False,
+                         merge_same_label_unaries=merge)
+        assert [str(t) for t in merging.parse(["the dog barks"])] == [expected]
+        assert merging.last_repaired == 0
     # A constrained parser needs the translator's decoder and vocabulary.
     with pytest.raises(TypeError, match="pass constrained=False"):
         Parser(translator, Linearizer())

@@ -9,6 +9,7 @@ from keras_transformer.parsing.trees import (
     Tree,
     TreeSyntaxError,
     escape_brackets,
+    merge_same_label_unaries,
     parse_tree,
     preprocess,
     read_preprocessed,
@@ -113,3 +114,17 @@ def test_every_shared_tree_reads_and_preprocesses(data_dir, name):
         text = str(tree)
         assert "-NONE-" not in text and "-SBJ" not in text and "(ROOT" not in text
         assert parse_tree(text) == tree  # the written form reads back the same
+
+
+@pytest.mark.parametrize("text, expected", [
+    # A chain of three NPs over one phrase is one NP; the VP with two VP children stays.
+    ("(TOP (S (NP (NP (NP (DT the) (NN dog)))) (VP (VP (VBZ barks)) (CC and) (VP (VBZ runs)))))",
+     "(TOP (S (NP (DT the) (NN dog)) (VP (VP (VBZ barks)) (CC and) (VP (VBZ runs)))))"),
+    # Only the same label merges (S over VP stays); a preterminal child never merges.
+    ("(TOP (S (S (VP (VB Go))) (NN (NN x))))", "(TOP (S (S (VP (VB Go))) (NN (NN x))))"),
+    ("(TOP (S (S (S (VP (VB Go))))))", "(TOP (S (VP (VB Go))))"),
+])
+def test_merge_same_label_unaries(text, expected):
+    tree = parse_tree(text)
+    assert str(merge_same_label_unaries(tree)) == expected
+    assert str(tree) == text  # the input is not changed

@@ -302,6 +302,26 @@ def preprocess(tree):
     return Tree(TOP, [stripped])
 
 
+def merge_same_label_unaries(tree):
+    """A copy of `tree` in which a constituent whose only child is a constituent of the same
+    label is merged with that child: `(NP (NP (DT the) (NN dog)))` -> `(NP (DT the) (NN dog))`.
+
+    The treebank has few of these (5 in the 273 preprocessed WSJ dev trees) and a parser's
+    extra one is a bracket EVALB counts wrong: the parser merges them in its outputs.
+
+    Example:
+    >>> str(merge_same_label_unaries(parse_tree("(TOP (S (NP (NP (NN it))) (VP (VP (VBZ is)))))")))
+    '(TOP (S (NP (NN it)) (VP (VBZ is))))'
+    """
+    if isinstance(tree, str) or tree.is_preterminal():
+        return tree
+    children = tree.children
+    while (len(children) == 1 and isinstance(children[0], Tree)
+           and not children[0].is_preterminal() and children[0].label == tree.label):
+        children = children[0].children
+    return Tree(tree.label, [merge_same_label_unaries(child) for child in children])
+
+
 def read_preprocessed(path, one_per_line=None):
     """`read_trees` then `preprocess` on each tree (errors name the file and line)."""
     path = os.fspath(path)
