@@ -90,8 +90,8 @@ class Parser:
         constrained: search only well-formed trees over the input words
             (`constrained_decoding.TreeConstrainedDecoder`; default). False searches freely
             and repairs the outputs afterwards, as Vinyals et al. With parsing run 3's
-            `wsj+gum` model, constrained search gave 76.65 dev F1 against 53.32
-            (benchmarks/README.md, parsing run 5).
+            `wsj+gum` model, constrained search gave 76.65 dev F1 against 53.32, at 1.2-1.4x
+            the parse time (benchmarks/README.md, parsing runs 5-6).
         merge_same_label_unaries: merge a constituent whose only child has its label, `(NP
             (NP the dog))` -> `(NP the dog)` (`trees.merge_same_label_unaries`; default).
             The treebank has 5 in its 273 WSJ dev trees; run 3's `wsj` model wrote 221, and
