@@ -65,7 +65,8 @@ def allowed_next(output, source, linearizer, cap, max_depth=64, in_a_row=4):
     if (left and len(stack) < max_depth and run < in_a_row
             and len(output) + 1 + left + len(stack) + 2 <= cap):
         allowed |= set(openings(linearizer))
-    if stack and not (output and output[-1] in openings(linearizer)) and (len(stack) > 1 or not left):
+    just_opened = bool(output) and output[-1] in openings(linearizer)
+    if stack and not just_opened and (len(stack) > 1 or not left):
         allowed.add(stack[-1])
     if not stack and not left:
         allowed.add(EOS)
