@@ -7,10 +7,9 @@ paper's semi-supervised corpus); preprocesses them (function tags, `-NONE-`, TOP
 linearizes them as Vinyals et al. (2015) (`keras_transformer.parsing.linearization`), trains a
 parsing vocabulary and a Transformer with `keras_transformer.training.train` (the translation
 trainer: words in, bracket sequence out), averages the last checkpoints, parses the WSJ dev
-set with beam 21, alpha 0.3, output length input + 300 (a search constrained to
-well-formed trees over the input words; `--unconstrained` repairs free outputs instead), and
-scores it with EVALB's
-COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
+set with beam 21, alpha 0.3, output length input + 300 (a search constrained to well-formed
+trees over the input words; `--unconstrained` repairs free outputs instead), and scores it
+with EVALB's COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
 
 Two sizes:
 
@@ -23,7 +22,8 @@ Two sizes:
   the settings of benchmarks/README.md's parsing run 3 (with `--word-slots`), chosen over
   runs 1-2 on dev loss and F1. `wsj`: 9000 updates (run 3: its dev loss flattened after
   6000), about 100 minutes of one core of a 2-core AVX-512 EPYC; `wsj+gum`: 14000 updates
-  (run 6: 80.46 dev F1, against 77.19 after 9000), about 100 minutes of both cores.
+  (run 6: 80.46 dev F1, against 77.19 after 9000), 111 minutes of both cores in run 6, part
+  of them shared with other work.
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).

@@ -1,8 +1,10 @@
 """Tests of keras_transformer.parsing.corpus: treebanks as parallel text and their vocabulary."""
 
+import pytest
 import sentencepiece
 from sentencepiece import sentencepiece_model_pb2
 
+from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.parsing.trees import Tree, parse_tree
@@ -72,10 +74,6 @@ def test_write_parallel_spells_brackets_in_words_and_tags_as_the_treebank(tmp_pa
 
 
 def test_write_parallel_refuses_a_word_with_whitespace_and_writes_nothing(tmp_path):
-    import pytest
-
-    from keras_transformer.errors import UserInputError
-
     tree = Tree("TOP", [Tree("NP", [Tree("NNP", ["New York"]), Tree("NN", ["city"])])])
     with pytest.raises(UserInputError, match=r"tree 3 has the word 'New York'"):
         write_parallel(TREES + [tree], Linearizer(), str(tmp_path / "d" / "train"))
