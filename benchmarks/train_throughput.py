@@ -54,11 +54,24 @@ under a quarter of its float32 rate here (PyTorch on a CPU without AVX512-BF16: 
 "skipped_rows", unless `--run-slow-bf16`. Prints the table, the headline lines, and last one
 JSON line.
 
+On a GPU (`--backend jax`): the model FLOPs are the same; ours and keras-hub run under
+`KERAS_BACKEND=jax` (no TensorFlow needed: `model.fit` on NumPy arrays; ours is the plain
+`Transformer` compiled with the same `LabelSmoothedCrossEntropy` loss, since `TrainingModel`'s
+token-exact micro-batch step is TensorFlow-only and, with one micro-batch, computes the same
+update), where Keras always compiles the step with XLA: their only mode is `xla_on`. PyTorch
+runs on CUDA (autocast bf16 on "cuda"). fp32 is IEEE float32 on every side (JAX's
+`jax_default_matmul_precision="highest"`, PyTorch's default `allow_tf32=False`): no TF32.
+The peak is the best of JAX's and PyTorch's 8192 x 8192 product on the GPU. The same table
+and JSON line, with the GPU named in "device".
+
 Usage:
     python benchmarks/train_throughput.py [--configs tiny small base] [--precisions fp32 bf16]
         [--modes xla_off xla_on eager compile] [--peers keras_hub torch] [--batch 32]
         [--length 32] [--vocab-size 8000] [--steps 5] [--repeats 3] [--warmup 3]
         [--attention-dropout 0] [--row-timeout 1800] [--run-slow-bf16]
+        [--backend tensorflow|jax]
+    python benchmarks/train_throughput.py --backend jax --configs base big \
+        --batch 256 --length 64 --vocab-size 32000 --steps 10   # one GPU
 """
 
 import argparse
@@ -85,6 +98,7 @@ CONFIGS = {  # name -> (N, d_model, d_ff, h)
     "small": (3, 256, 1024, 4),
     "base": (6, 512, 2048, 8),
     "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (pipelines/multi30k.py)
+    "big": (6, 1024, 4096, 16),
 }
 SYSTEM_MODES = {"ours": ("xla_off", "xla_on"), "keras_hub": ("xla_off", "xla_on"),
                 "torch": ("eager", "compile")}
@@ -124,6 +138,9 @@ def parse_args(argv=None):
                         help="run bf16 rows even of a framework without fast bf16 matmuls here")
     parser.add_argument("--row-timeout", type=float, default=1800,
                         help="seconds after which a row is stopped and marked failed")
+    parser.add_argument("--backend", choices=["tensorflow", "jax"], default="tensorflow",
+                        help="jax: ours and keras-hub under KERAS_BACKEND=jax, PyTorch on "
+                             "CUDA where there is a GPU (the module docstring)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one row, in a child process
     return parser.parse_args(argv)
 
@@ -162,6 +179,40 @@ def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
     if probe_seconds * (size / probe) ** 3 > budget_s:
         return 2 * probe ** 3 / probe_seconds
     return 2 * size ** 3 / best_seconds(size, repeats)
+
+
+def gpu_matmul_peaks(precisions, use_torch):
+    """`({precision: {framework: FLOP/s}}, GPU name)`: 8192 x 8192 products on the GPU, JAX's
+    and PyTorch's, fp32 without TF32 (as the fp32 rows run)."""
+    import jax
+    import jax.numpy as jnp
+
+    def jax_product(dtype):
+        def make(n):
+            a, b = (jax.random.normal(jax.random.key(i), (n, n), dtype) for i in (1, 2))
+            product = jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))
+            return lambda: product(a, b).block_until_ready()
+        return make
+
+    dtypes = {"fp32": "float32", "bf16": "bfloat16"}
+    precisions = ["fp32"] + [p for p in precisions if p != "fp32"]
+    peaks = {p: {"jax": matmul_rate(jax_product(dtypes[p]), size=8192, probe=2048)}
+             for p in precisions}
+    device = jax.devices()[0].device_kind
+    if use_torch:
+        import torch
+
+        if torch.cuda.is_available():
+            def torch_product(dtype):
+                def make(n):
+                    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+                    return lambda: (torch.matmul(a, b), torch.cuda.synchronize())
+                return make
+
+            for p in precisions:
+                peaks[p]["torch"] = matmul_rate(torch_product(getattr(torch, dtypes[p])),
+                                                size=8192, probe=2048)
+    return peaks, device
 
 
 def matmul_peaks(precisions, threads, use_torch):
@@ -239,12 +290,29 @@ def make_batch(batch, length, vocab_size, seed=0):
 
 # -- Keras systems -----------------------------------------------------------------------------
 
-def time_keras(model, dataset, steps, repeats, warmup):
+def keras_inputs(spec, data, nested=False):
+    """`model.fit`'s inputs for one fixed batch at every step: a repeated tf.data element on
+    TensorFlow (`nested`: a 1-tuple of micro-batches, `TrainingModel`'s input), the batch
+    tiled in NumPy arrays on JAX (no tf.data there)."""
+    source, target, labels = data
+    features = {"source_ids": source, "target_ids": target}
+    if spec["backend"] == "tensorflow":
+        import tensorflow as tf
+
+        element = ((features, labels),) if nested else (features, labels)
+        return {"x": tf.data.Dataset.from_tensors(element).repeat(),
+                "steps_per_epoch": spec["warmup"] + spec["repeats"] * spec["steps"]}
+    copies = spec["warmup"] + spec["repeats"] * spec["steps"]
+    return {"x": {name: np.tile(ids, (copies, 1)) for name, ids in features.items()},
+            "y": np.tile(labels, (copies, 1)), "batch_size": len(source)}
+
+
+def time_keras(model, inputs, steps, repeats, warmup):
     """Best of `repeats` windows of `steps` steps, all in one `fit` call after `warmup`
     (compiling) steps: each new `fit` call retraces its train function, and with XLA that
     recompiles it (seconds), so windows in separate calls would time compilation. A window
     runs from its first step's start to its last step's end (reading a variable waits for
-    the step)."""
+    the step; on JAX, reading the loss does)."""
     import keras
 
     marks = []
@@ -257,10 +325,11 @@ def time_keras(model, dataset, steps, repeats, warmup):
         def on_train_batch_end(self, batch, logs=None):
             if batch >= warmup and (batch - warmup) % steps == steps - 1:
                 float(np.asarray(self.model.optimizer.iterations.value))
+                if logs and "loss" in logs:
+                    float(logs["loss"])
                 marks[-1] = time.perf_counter() - marks[-1]
 
-    model.fit(dataset, steps_per_epoch=warmup + repeats * steps, epochs=1, verbose=0,
-              shuffle=False, callbacks=[Timer()])
+    model.fit(**inputs, epochs=1, verbose=0, shuffle=False, callbacks=[Timer()])
     return min(marks)
 
 
@@ -268,11 +337,11 @@ def keras_dtype(precision):
     return None if precision == "fp32" else "mixed_bfloat16"
 
 
-def build_ours(dims, vocab_size, precision, attention_dropout):
+def build_ours(dims, vocab_size, precision, attention_dropout, plain=False):
+    """`TrainingModel` around our Transformer, or (`plain`) the Transformer alone."""
     import keras
 
     from keras_transformer import TransformerConfig, build_model
-    from keras_transformer.training import TrainingModel
 
     num_layers, d_model, d_ff, heads = dims
     keras.utils.set_random_seed(0)
@@ -280,24 +349,32 @@ def build_ours(dims, vocab_size, precision, attention_dropout):
                                d_ff=d_ff, num_heads=heads, max_length=MAX_LENGTH,
                                dropout=DROPOUT, label_smoothing=LABEL_SMOOTHING,
                                attention_dropout=attention_dropout)
-    return TrainingModel(build_model(config, dtype=keras_dtype(precision)))
+    transformer = build_model(config, dtype=keras_dtype(precision))
+    if plain:
+        return transformer
+    from keras_transformer.training import TrainingModel  # TensorFlow only
+
+    return TrainingModel(transformer)
 
 
 def run_ours(spec, data):
-    import tensorflow as tf
-
     from keras_transformer import build_optimizer
+    from keras_transformer.losses import LabelSmoothedCrossEntropy
 
+    plain = spec["backend"] != "tensorflow"
     model = build_ours(spec["dims"], spec["vocab_size"], spec["precision"],
-                       spec["attention_dropout"])
+                       spec["attention_dropout"], plain=plain)
     optimizer = build_optimizer(spec["dims"][1])
-    model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on")
-    optimizer.build(model.transformer.trainable_variables)
-    source, target, labels = data
-    dataset = tf.data.Dataset.from_tensors(
-        (({"source_ids": source, "target_ids": target}, labels),)).repeat()
-    seconds = time_keras(model, dataset, spec["steps"], spec["repeats"], spec["warmup"])
-    return seconds, model.transformer.count_params(), bool(model.jit_compile)
+    transformer = model if plain else model.transformer
+    if plain:
+        model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on",
+                      loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0))
+    else:
+        model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on")
+    optimizer.build(transformer.trainable_variables)
+    seconds = time_keras(model, keras_inputs(spec, data, nested=not plain), spec["steps"],
+                         spec["repeats"], spec["warmup"])
+    return seconds, transformer.count_params(), bool(model.jit_compile)
 
 
 def build_keras_hub(dims, vocab_size, precision, attention_dropout):
@@ -343,8 +420,6 @@ def build_keras_hub(dims, vocab_size, precision, attention_dropout):
 
 
 def run_keras_hub(spec, data):
-    import tensorflow as tf
-
     from keras_transformer import build_optimizer
     from keras_transformer.losses import LabelSmoothedCrossEntropy
 
@@ -353,10 +428,8 @@ def run_keras_hub(spec, data):
     model.compile(optimizer=build_optimizer(spec["dims"][1]),
                   loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
                   jit_compile=spec["mode"] == "xla_on")
-    source, target, labels = data
-    dataset = tf.data.Dataset.from_tensors(
-        ({"source_ids": source, "target_ids": target}, labels)).repeat()
-    seconds = time_keras(model, dataset, spec["steps"], spec["repeats"], spec["warmup"])
+    seconds = time_keras(model, keras_inputs(spec, data), spec["steps"], spec["repeats"],
+                         spec["warmup"])
     return seconds, model.count_params(), bool(model.jit_compile)
 
 
@@ -424,7 +497,8 @@ def run_torch(spec, data):
     import torch
 
     torch.set_num_threads(spec["threads"])
-    model = build_torch(spec["dims"], spec["vocab_size"], spec["attention_dropout"])
+    device = "cuda" if spec["backend"] == "jax" and torch.cuda.is_available() else "cpu"
+    model = build_torch(spec["dims"], spec["vocab_size"], spec["attention_dropout"]).to(device)
     d_model = spec["dims"][1]
     adam = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     try:
@@ -436,8 +510,8 @@ def run_torch(spec, data):
         optimizer, lambda step: d_model ** -0.5 * min((step + 1) ** -0.5,
                                                       (step + 1) * 4000 ** -1.5))
     loss_of = torch.compile(model) if spec["mode"] == "compile" else model
-    source, target, labels = (torch.from_numpy(a.astype("int64")) for a in data)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+    source, target, labels = (torch.from_numpy(a.astype("int64")).to(device) for a in data)
+    autocast = torch.autocast(device, dtype=torch.bfloat16,
                               enabled=spec["precision"] == "bf16")
 
     def step():
@@ -469,11 +543,19 @@ RESULT_PREFIX = "RESULT "
 def worker(spec):
     """Runs one measurement (`spec["kind"]`: a row, or the peaks) and prints its JSON."""
     try:
-        if spec["kind"] == "peaks":
+        if spec["kind"] == "peaks" and spec["backend"] == "jax":
+            peaks, device = gpu_matmul_peaks(spec["precisions"], spec["use_torch"])
+            result = {"peaks": peaks, "device": device}
+        elif spec["kind"] == "peaks":
             result = {"peaks": matmul_peaks(spec["precisions"], spec["threads"],
                                             spec["use_torch"])}
         else:
-            if spec["system"] != "torch":
+            if spec["system"] != "torch" and spec["backend"] == "jax":
+                if spec["precision"] == "fp32":  # IEEE float32 matmuls, as PyTorch's default
+                    import jax
+
+                    jax.config.update("jax_default_matmul_precision", "highest")
+            elif spec["system"] != "torch":
                 import tensorflow as tf
 
                 tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
@@ -509,7 +591,7 @@ def in_child(spec, timeout=None):
 
 def versions(present):
     found = {"python": platform.python_version()}
-    for name in ["tensorflow", "keras", *present]:
+    for name in ["tensorflow", "jax", "keras", *present]:
         try:
             module = __import__(name)
             found[name] = getattr(module, "__version__", "?")
@@ -522,9 +604,19 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(json.loads(args.worker))
+    modes = list(args.modes)
+    if args.backend == "jax":
+        os.environ["KERAS_BACKEND"] = "jax"  # read by Keras at import, here and in each row
+        # One process at a time holds the GPU, but the parent imports keras-hub (and so JAX)
+        # too: no process takes 75% of the GPU's memory up front.
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        if "xla_off" in modes:  # Keras on JAX always compiles train steps with XLA
+            modes.remove("xla_off")
+            print("# no xla_off rows on JAX: Keras compiles every train step there",
+                  file=sys.stderr)
     present, skipped_peers = importable_peers(args.peers, PEER_MODULES)
     systems = ["ours", *present]
-    peaks = in_child({"kind": "peaks", "precisions": args.precisions,
+    peaks = in_child({"kind": "peaks", "precisions": args.precisions, "backend": args.backend,
                       "threads": args.threads, "use_torch": "torch" in present})
     if "error" in peaks:
         print(f"# matmul peak not measured: {peaks['error']} (MFU left out)", file=sys.stderr)
@@ -534,11 +626,12 @@ def main(argv=None):
     tokens_per_step = args.batch * args.length
     # The pairs this run asked for (a skipped peer's stay, as null: never read as a win).
     matched = [(peer, peer_mode, our_mode) for peer, peer_mode, our_mode in MATCHED
-               if peer in args.peers and peer_mode in args.modes and our_mode in args.modes]
+               if peer in args.peers and peer_mode in modes and our_mode in modes]
     slow = {}  # system -> why its bf16 rows are not run
     if "bf16" in args.precisions and "peaks" in peaks and not args.run_slow_bf16:
         for system in systems:
-            reason = slow_bf16(peaks["peaks"], "torch" if system == "torch" else "tensorflow")
+            framework = "torch" if system == "torch" else args.backend
+            reason = slow_bf16(peaks["peaks"], framework)
             if reason:
                 slow[system] = reason
                 print(f"# skipping the bf16 rows of {system}: {reason}", file=sys.stderr,
@@ -552,9 +645,10 @@ def main(argv=None):
             precision_rows = []
             for system in systems:
                 for mode in SYSTEM_MODES[system]:
-                    if mode not in args.modes:
+                    if mode not in modes:
                         continue
                     spec = {"kind": "row", "system": system, "mode": mode,
+                            "backend": args.backend,
                             "precision": precision, "dims": dims, "batch": args.batch,
                             "length": args.length, "vocab_size": args.vocab_size,
                             "steps": args.steps, "repeats": args.repeats,
@@ -582,8 +676,10 @@ def main(argv=None):
                                    tokens_per_s=tokens_per_step / step_s)
                         if precision in peak:
                             row["mfu"] = flops / step_s / peak[precision]
-                        print(f"# {label}: {row['tokens_per_s']:.0f} tokens/s",
-                              file=sys.stderr, flush=True)
+                        # The whole row, so that a run stopped before its table keeps it.
+                        mfu = "" if row["mfu"] is None else f", MFU {100 * row['mfu']:.1f}%"
+                        print(f"# {label}: {row['tokens_per_s']:.0f} tokens/s, step "
+                              f"{1000 * step_s:.1f} ms{mfu}", file=sys.stderr, flush=True)
                     precision_rows.append(row)
             ratios = speed_ratios(precision_rows, matched)
             best = max((r for r in precision_rows if r["system"] == "ours"
@@ -604,6 +700,9 @@ def main(argv=None):
     print(f"machine: {cpu} ({platform.machine()}, {os.cpu_count()} CPUs; flags: "
           f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), threads {args.threads}; "
           + ", ".join(f"{k} {v}" for k, v in found.items()))
+    device = peaks.get("device")
+    if device:
+        print(f"device: {device} (backend {args.backend})")
     if peak:
         print("matmul peak: " + "; ".join(
             f"{p} " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in rates.items()) + " GFLOP/s"
@@ -635,7 +734,8 @@ def main(argv=None):
             print(f"{name} {precision}: ours best ({h['ours_best']}) "
                   f"{cell(h['over_best_peer'], '{:.2f}x')} the best peer ({h['best_peer']}); "
                   f"matched: {matched}")
-    print(json.dumps({"benchmark": "train_throughput", "cpu": cpu, "cpu_flags": flags,
+    print(json.dumps({"benchmark": "train_throughput", "backend": args.backend,
+                      "device": device or "cpu", "cpu": cpu, "cpu_flags": flags,
                       "cpus": os.cpu_count(), "threads": args.threads, "versions": found,
                       "peak_gflops": {p: round(v / 1e9, 1) for p, v in peak.items()},
                       "batch": args.batch, "length": args.length,
