@@ -86,6 +86,9 @@ def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
     expected = vocab_size * d + (attention + feed_forward + 2 * norm) \
         + (2 * attention + feed_forward + 3 * norm)
     ours = throughput.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
+    # --backend jax trains the Transformer itself (TrainingModel is TensorFlow-only).
+    plain = throughput.build_ours(dims, vocab_size, "fp32", 0.0, plain=True)
+    assert type(plain).__name__ == "Transformer" and plain.count_params() == expected
     keras_hub = throughput.build_keras_hub(dims, vocab_size, "fp32", 0.0).count_params()
     torch_model = throughput.build_torch(dims, vocab_size, 0.0)
     torch_count = sum(p.numel() for p in torch_model.parameters())
@@ -101,3 +104,22 @@ def test_bf16_rows_are_skipped_only_where_the_bf16_matmul_is_under_a_quarter_of_
     reason = throughput.slow_bf16(peaks, "torch")
     assert reason.startswith("torch's bfloat16 matmul runs at 0.4 GFLOP/s") and "40.0" in reason
     assert throughput.slow_bf16({"fp32": peaks["fp32"]}, "torch") is None  # bf16 not measured
+
+
+def test_every_step_gets_the_same_batch_from_tf_data_and_from_the_tiled_jax_arrays():
+    throughput = load("train_throughput")
+    source, target, labels = data = throughput.make_batch(4, 5, 100)
+    spec = {"warmup": 1, "repeats": 2, "steps": 3}  # 7 steps in all
+    tiled = throughput.keras_inputs({**spec, "backend": "jax"}, data)
+    assert tiled["batch_size"] == 4 and tiled["x"]["source_ids"].shape == (28, 5)
+    for step in range(7):
+        rows = slice(4 * step, 4 * step + 4)
+        assert (tiled["x"]["source_ids"][rows] == source).all()
+        assert (tiled["x"]["target_ids"][rows] == target).all()
+        assert (tiled["y"][rows] == labels).all()
+    pytest.importorskip("tensorflow")
+    repeated = throughput.keras_inputs({**spec, "backend": "tensorflow"}, data, nested=True)
+    assert repeated["steps_per_epoch"] == 7
+    ((features, batch_labels),) = next(iter(repeated["x"]))
+    assert (features["source_ids"].numpy() == source).all()
+    assert (batch_labels.numpy() == labels).all()
