@@ -27,6 +27,9 @@ Two sizes:
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
+`--phrases WEIGHT` adds every phrase of the WSJ training trees (51236 of 2 words or more, 7.5
+words on average) as a training example of its own, sampled with that weight: more examples
+of the same gold grammar, no other data (`trees.phrase_subtrees`).
 
 Outputs in the run folder (default `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
 files, `parsing.json` (the linearization), `data/` (the parallel text and the vocabulary),
@@ -37,7 +40,8 @@ EVALB needs to delete punctuation in both trees alike; tags do not count in F1).
 command again resumes an interrupted run, or only re-scores a finished one.
 
     python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
-        [--output-dir DIR] [--train-steps N] [--pos-tags | --word-slots] [--no-closing-labels]
+        [--output-dir DIR] [--train-steps N] [--phrases WEIGHT] [--gum-weight W]
+        [--pos-tags | --word-slots] [--no-closing-labels]
         [--beam-size 21] [--alpha 0.3] [--unconstrained] [--dev-lines N]
         [--set KEY=VALUE ...]
 """
@@ -63,25 +67,32 @@ CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "nu
 CPU_VOCAB_SIZE = 8000
 
 
-def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
+def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=False):
     """Writes the parallel text and the vocabulary under `OUTPUT/data/` (once: a re-run reuses
     them; a run folder prepared otherwise is refused) and `OUTPUT/parsing.json`.
 
+    `phrases`: also a `wsj_phrases` corpus, every phrase of the WSJ training trees as an
+    example of its own (`trees.phrase_subtrees`).
+
     Returns:
-        A dict: `train` (list of (source, target) paths), `dev` (source, target), `vocab`
-        (the .model path), `dev_trees` (the preprocessed gold dev trees).
+        A dict: `train` (list of (source, target) paths), `train_names` (their corpora:
+        `wsj`, `gum`, `wsj_phrases`), `dev` (source, target), `vocab` (the .model path),
+        `dev_trees` (the preprocessed gold dev trees).
     """
     from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
     from keras_transformer.parsing.parser import write_parsing_settings
-    from keras_transformer.parsing.trees import read_preprocessed
+    from keras_transformer.parsing.trees import phrase_subtrees, read_preprocessed
     from keras_transformer.training.output_dir import atomic_write
 
     folder = os.path.join(output_dir, "data")
     stamp_path = os.path.join(folder, "PREPARATION.json")
     stamp = {"data": data, "linearizer": linearizer.to_dict(), "vocab_size": vocab_size}
+    if phrases:  # only when on: folders prepared before the option existed still match
+        stamp["phrases"] = True
     sources = {"wsj": ("treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees"),
                "gum": ("gum/gum_const.train.trees", None)}
-    names = ["wsj"] + (["gum"] if data == "wsj+gum" else [])
+    names = ["wsj"] + (["gum"] if data == "wsj+gum" else []) + (["wsj_phrases"] if phrases
+                                                                  else [])
     dev_trees = read_preprocessed(os.path.join(data_dir, sources["wsj"][1]))
     paths = {"train": [os.path.join(folder, f"{name}.train") for name in names],
              "dev": os.path.join(folder, "wsj.dev"),
@@ -98,7 +109,11 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
     else:
         os.makedirs(folder, exist_ok=True)
         for name, prefix in zip(names, paths["train"]):
-            trees = read_preprocessed(os.path.join(data_dir, sources[name][0]))
+            if name == "wsj_phrases":
+                wsj = read_preprocessed(os.path.join(data_dir, sources["wsj"][0]))
+                trees = [phrase for tree in wsj for phrase in phrase_subtrees(tree)]
+            else:
+                trees = read_preprocessed(os.path.join(data_dir, sources[name][0]))
             write_parallel(trees, linearizer, prefix)
         write_parallel(dev_trees, linearizer, paths["dev"])
         _, size = train_parsing_vocabulary([p + ".words" for p in paths["train"]],
@@ -110,16 +125,18 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size):
         with atomic_write(stamp_path) as file:
             json.dump(stamp, file, indent=2, sort_keys=True)
     return {"train": [(p + ".words", p + ".trees.lin") for p in paths["train"]],
-            "dev": (paths["dev"] + ".words", paths["dev"] + ".trees.lin"),
+            "train_names": names, "dev": (paths["dev"] + ".words", paths["dev"] + ".trees.lin"),
             "vocab": paths["vocab"], "dev_trees": dev_trees}
 
 
 def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
-                   gum_weight=1.0, precision="float32"):
-    """The recipe as a `TrainingConfig` dict."""
+                   gum_weight=1.0, precision="float32", phrase_weight=1.0):
+    """The recipe as a `TrainingConfig` dict (sampling weights: WSJ 1.0, GUM `gum_weight`,
+    the WSJ phrases `phrase_weight`)."""
     model = dict(CPU_SIZE if cpu else PAPER_SIZE[data])
-    train = [{"source": s, "target": t, "weight": 1.0 if i == 0 else gum_weight}
-             for i, (s, t) in enumerate(corpus["train"])]
+    weights = {"wsj": 1.0, "gum": gum_weight, "wsj_phrases": phrase_weight}
+    train = [{"source": s, "target": t, "weight": weights[name]}
+             for name, (s, t) in zip(corpus["train_names"], corpus["train"])]
     if cpu:
         # Scale 0.3 (peak 0.00084): at 1.0 (0.002-0.0026 with these small updates) the first
         # WSJ runs' decoders ignored the source entirely (benchmarks/README.md, runs 1-2).
@@ -229,6 +246,10 @@ def main(argv=None):
                              f"{CPU_VOCAB_SIZE})")
     parser.add_argument("--gum-weight", type=float, default=1.0,
                         help="sampling weight of the GUM trees against WSJ's 1.0")
+    parser.add_argument("--phrases", type=float, default=0.0, metavar="WEIGHT",
+                        help="also train on every phrase of the WSJ training trees as an "
+                             "example of its own, sampled with this weight against WSJ's 1.0 "
+                             "(gold data only; default 0: off)")
     parser.add_argument("--pos-tags", action="store_true",
                         help="word slots are POS tags (default: XX, as Vinyals et al.)")
     parser.add_argument("--word-slots", action="store_true",
@@ -271,9 +292,12 @@ def main(argv=None):
         from keras_transformer.training import TrainingConfig, train
         from keras_transformer.training.config import apply_overrides
 
-        corpus = prepare_corpus(data_dir, output_dir, args.data, linearizer, vocab_size)
+        if args.phrases < 0:
+            raise UserInputError(f"--phrases {args.phrases}: a sampling weight is >= 0")
+        corpus = prepare_corpus(data_dir, output_dir, args.data, linearizer, vocab_size,
+                                phrases=args.phrases > 0)
         values = parsing_config(corpus, output_dir, args.data, args.cpu, args.train_steps,
-                                args.gum_weight, args.precision)
+                                args.gum_weight, args.precision, args.phrases)
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         started = time.perf_counter()
         result = train(config)
@@ -297,6 +321,7 @@ def main(argv=None):
               f"{comparable['recall']}), error sentences {comparable['error_sentences']}")
     print(report.to_json(pipeline="ptb_parsing", data=args.data, cpu=args.cpu,
                          step=result.step, train_seconds_this_call=round(train_seconds, 1),
+                         phrases=args.phrases,
                          linearizer=linearizer.to_dict(), **figures))
     return 0
 

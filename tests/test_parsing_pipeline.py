@@ -72,6 +72,31 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
         corpus, run, "wsj+gum", cpu=True, train_steps=50)).schedule.train_steps == 50
 
 
+def test_phrases_add_every_wsj_phrase_as_a_corpus_of_its_own(tmp_path, data_dir):
+    pipeline = _pipeline()
+    run = str(tmp_path / "run")
+    corpus = pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(), 320,
+                                     phrases=True)
+    assert corpus["train_names"] == ["wsj", "wsj_phrases"]
+    # WSJ's two trees have one phrase of two words or more below the sentence: "The dog".
+    (wsj_words, _), (phrase_words, phrase_trees) = corpus["train"]
+    assert open(phrase_words).read() == "The dog\n"
+    assert open(phrase_trees).read() == "(NP XX XX )NP\n"
+    assert len(open(wsj_words).read().splitlines()) == 2
+    config = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True,
+                                                              phrase_weight=0.5))
+    assert [(c.source, c.weight) for c in config.data.train] == [(wsj_words, 1.0),
+                                                                 (phrase_words, 0.5)]
+    # The same folder without phrases (or the other way round) is refused.
+    with pytest.raises(UserInputError, match="was prepared with"):
+        pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(), 320)
+    plain = str(tmp_path / "plain")
+    assert pipeline.prepare_corpus(str(data_dir), plain, "wsj", Linearizer(),
+                                   320)["train_names"] == ["wsj"]
+    with pytest.raises(UserInputError, match="was prepared with"):
+        pipeline.prepare_corpus(str(data_dir), plain, "wsj", Linearizer(), 320, phrases=True)
+
+
 def test_predicted_pos_slots_are_also_scored_with_the_gold_tags():
     from keras_transformer.parsing.trees import parse_tree
 

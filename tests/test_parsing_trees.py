@@ -11,6 +11,7 @@ from keras_transformer.parsing.trees import (
     escape_brackets,
     merge_same_label_unaries,
     parse_tree,
+    phrase_subtrees,
     preprocess,
     read_preprocessed,
     read_trees,
@@ -127,4 +128,24 @@ def test_every_shared_tree_reads_and_preprocesses(data_dir, name):
 def test_merge_same_label_unaries(text, expected):
     tree = parse_tree(text)
     assert str(merge_same_label_unaries(tree)) == expected
+    assert str(tree) == text  # the input is not changed
+
+
+def test_phrase_subtrees_are_every_phrase_of_two_words_or_more_below_the_whole_sentence():
+    text = ("(TOP (S (NP (NP (DT the) (NN dog)) (PP (IN in) (NP (NN town)))) "
+            "(VP (VBZ barks) (ADVP (RB loudly))) (. .)))")
+    tree = parse_tree(text)
+    # By hand: S spans all 7 words (the example itself); the outer NP has 4 words, its NP,
+    # the PP and the VP 2 each; NP (town) and ADVP (loudly) have one; preterminals are never
+    # phrases. Depth first, left to right.
+    assert [str(phrase) for phrase in phrase_subtrees(tree)] == [
+        "(TOP (NP (NP (DT the) (NN dog)) (PP (IN in) (NP (NN town)))))",
+        "(TOP (NP (DT the) (NN dog)))",
+        "(TOP (PP (IN in) (NP (NN town))))",
+        "(TOP (VP (VBZ barks) (ADVP (RB loudly))))"]
+    assert [phrase.leaves() for phrase in phrase_subtrees(tree, min_words=3)] == [
+        ["the", "dog", "in", "town"]]
+    assert len(phrase_subtrees(tree, min_words=1)) == 6
+    # A unary chain over the whole sentence is the sentence, at every level.
+    assert phrase_subtrees(parse_tree("(TOP (S (VP (VB Go) (ADVP (RB now)))))")) == []
     assert str(tree) == text  # the input is not changed

@@ -322,6 +322,36 @@ def merge_same_label_unaries(tree):
     return Tree(tree.label, [merge_same_label_unaries(child) for child in children])
 
 
+def phrase_subtrees(tree, min_words=2):
+    """Every phrase of a TOP-rooted tree, as a TOP-rooted tree of its own: data augmentation
+    from the gold trees alone (each phrase is a smaller parsing example of the same grammar).
+
+    Preterminals, phrases of fewer than `min_words` words, and the phrase that spans the
+    whole sentence (the tree itself) are left out.
+
+    Example:
+    >>> tree = parse_tree("(TOP (S (NP (DT A) (NN dog)) (VP (VBZ barks) (PP (IN at) (NP (PRP me))))))")
+    >>> for phrase in phrase_subtrees(tree):
+    ...     print(phrase)
+    (TOP (NP (DT A) (NN dog)))
+    (TOP (VP (VBZ barks) (PP (IN at) (NP (PRP me)))))
+    (TOP (PP (IN at) (NP (PRP me))))
+    """
+    words = len(tree.leaves())
+    found = []
+
+    def visit(node):
+        for child in node.children:
+            if isinstance(child, Tree) and not child.is_preterminal():
+                span = len(child.leaves())
+                if min_words <= span < words:
+                    found.append(Tree(TOP, [child]))
+                visit(child)
+
+    visit(tree)
+    return found
+
+
 def read_preprocessed(path, one_per_line=None):
     """`read_trees` then `preprocess` on each tree (errors name the file and line)."""
     path = os.fspath(path)
