@@ -32,12 +32,11 @@ default: the script sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the checkpoint i
     /tmp/peer_supar/bin/pip install torch==2.13.0 supar==1.1.4
 
 Training stops at `--epochs` or, as our CPU recipes, at a time budget (`--max-minutes`: no
-epoch starts after it); the best epoch on the held-out trees is scored. Measured in a smoke
-run on one (shared) thread: about 10 ms of CPU per training word, so one epoch of the 3196
-training trees (77K words) takes about 13 minutes of one core, plus about 1 minute to score
-the held-out trees; an hour is then about 4 epochs on one thread, perhaps 6 on two (not
-measured), each of only about 40 updates at supar's 5000-token batches (32 length buckets):
-`--batch-size 1000` gives more, smaller updates for the same compute.
+epoch starts after it); the best epoch on the held-out trees is scored. Measured on an idle
+2-core AVX-512 EPYC with two threads (2026-11-26, benchmarks/README.md "Peer row"): 56-58 s
+per epoch of the 3196 training trees (about 34 updates of supar's 5000-token batches), so
+the hour is about 62 epochs; dev F1 86.69. (A first smoke run on one thread of a busy machine
+had suggested 13 minutes an epoch.)
 
     PYTHONPATH=. KT_DATA_DIR=../shared/data /tmp/peer_supar/bin/python \\
         benchmarks/parsing_peer.py --max-minutes 60 --threads 2 --output-dir /tmp/parsing_peer
