@@ -92,8 +92,8 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
         stamp["phrases"] = True
     sources = {"wsj": ("treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees"),
                "gum": ("gum/gum_const.train.trees", None)}
-    names = ["wsj"] + (["gum"] if data == "wsj+gum" else []) + (["wsj_phrases"] if phrases
-                                                                  else [])
+    names = ["wsj"] + (["gum"] if data == "wsj+gum" else [])
+    names += ["wsj_phrases"] if phrases else []
     dev_trees = read_preprocessed(os.path.join(data_dir, sources["wsj"][1]))
     paths = {"train": [os.path.join(folder, f"{name}.train") for name in names],
              "dev": os.path.join(folder, "wsj.dev"),
@@ -109,13 +109,14 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
                                  "another --output-dir, or the options it was trained with")
     else:
         os.makedirs(folder, exist_ok=True)
+        corpora = {}
         for name, prefix in zip(names, paths["train"]):
-            if name == "wsj_phrases":
-                wsj = read_preprocessed(os.path.join(data_dir, sources["wsj"][0]))
-                trees = [phrase for tree in wsj for phrase in phrase_subtrees(tree)]
+            if name == "wsj_phrases":  # from the WSJ trees read just before
+                corpora[name] = [phrase for tree in corpora["wsj"]
+                                 for phrase in phrase_subtrees(tree)]
             else:
-                trees = read_preprocessed(os.path.join(data_dir, sources[name][0]))
-            write_parallel(trees, linearizer, prefix)
+                corpora[name] = read_preprocessed(os.path.join(data_dir, sources[name][0]))
+            write_parallel(corpora[name], linearizer, prefix)
         write_parallel(dev_trees, linearizer, paths["dev"])
         _, size = train_parsing_vocabulary([p + ".words" for p in paths["train"]],
                                            [p + ".trees.lin" for p in paths["train"]],
