@@ -296,13 +296,12 @@ def keras_inputs(spec, data, nested=False):
     tiled in NumPy arrays on JAX (no tf.data there)."""
     source, target, labels = data
     features = {"source_ids": source, "target_ids": target}
+    copies = spec["warmup"] + spec["repeats"] * spec["steps"]
     if spec["backend"] == "tensorflow":
         import tensorflow as tf
 
         element = ((features, labels),) if nested else (features, labels)
-        return {"x": tf.data.Dataset.from_tensors(element).repeat(),
-                "steps_per_epoch": spec["warmup"] + spec["repeats"] * spec["steps"]}
-    copies = spec["warmup"] + spec["repeats"] * spec["steps"]
+        return {"x": tf.data.Dataset.from_tensors(element).repeat(), "steps_per_epoch": copies}
     return {"x": {name: np.tile(ids, (copies, 1)) for name, ids in features.items()},
             "y": np.tile(labels, (copies, 1)), "batch_size": len(source)}
 
@@ -366,11 +365,9 @@ def run_ours(spec, data):
                        spec["attention_dropout"], plain=plain)
     optimizer = build_optimizer(spec["dims"][1])
     transformer = model if plain else model.transformer
-    if plain:
-        model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on",
-                      loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0))
-    else:
-        model.compile(optimizer=optimizer, jit_compile=spec["mode"] == "xla_on")
+    # TrainingModel computes its own loss; the plain Transformer is given the same one.
+    loss = LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0) if plain else None
+    model.compile(optimizer=optimizer, loss=loss, jit_compile=spec["mode"] == "xla_on")
     optimizer.build(transformer.trainable_variables)
     seconds = time_keras(model, keras_inputs(spec, data, nested=not plain), spec["steps"],
                          spec["repeats"], spec["warmup"])
