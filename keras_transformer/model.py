@@ -100,10 +100,15 @@ class Transformer(keras.Model):
         return memory, memory_mask
 
     def _decode(self, target_ids, memory, memory_mask, training):
-        hidden = self.decoder(self.target_embedding(target_ids), memory,
-                              memory_mask=memory_mask, training=training)
+        hidden = self.decoder_states(target_ids, memory, memory_mask, training)
         # Logits in float32 whatever the compute dtype: softmax and loss need the range.
         return ops.cast(self.output_projection(hidden, reverse=True), "float32")
+
+    def decoder_states(self, target_ids, memory, memory_mask, training=False):
+        """The decoder stack's output `[batch, target_length, d_model]` (compute dtype), the
+        input of the pre-softmax projection `output_projection(states, reverse=True)`."""
+        return self.decoder(self.target_embedding(target_ids), memory,
+                            memory_mask=memory_mask, training=training)
 
     def encode(self, source_ids, training=False):
         """Encoder output `[batch, source_length, d_model]` and the source padding mask."""
