@@ -126,7 +126,8 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
 
 
 def test_multi30k_recipe_is_wu_et_al(tmp_path):
-    """Wu et al. (2021) train with `--max-tokens 4096` on two GPUs (8192 tokens an update),
+    """Wu et al. (2021) train with `--max-tokens 4096` on two GPUs (8192 tokens an update:
+    one batch of 8192 on one device),
     lr 0.005 after 2000 warm-up updates, 8000 updates, average of the last 10."""
     from keras_transformer.schedules import NoamSchedule
 
@@ -135,11 +136,14 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
         config = TrainingConfig.from_dict(multi30k.multi30k_config(
             str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision))
         assert config.precision == precision
-    assert config.data.token_budget == 4096 and config.schedule.tokens_per_update == 8192
+    assert config.data.token_budget == 8192 and config.schedule.tokens_per_update == 8192
     # Joint BPE of 10k merges (Wu et al.): one shared vocabulary of 10000 pieces.
     assert config.data.vocab_size == 10000 and config.data.vocab_model_type == "bpe"
-    assert config.accumulation_steps(num_replicas=1) == 2  # two micro-batches, as two GPUs
-    assert config.accumulation_steps(num_replicas=2) == 1
+    assert config.accumulation_steps(num_replicas=1) == 1  # one batch of 8192
+    on_two_gpus = TrainingConfig.from_dict(multi30k.multi30k_config(
+        str(tmp_path), output_dir=str(tmp_path / "run"), replicas=2))
+    assert on_two_gpus.data.token_budget == 4096  # as Wu et al.'s two GPUs
+    assert on_two_gpus.accumulation_steps(num_replicas=2) == 1
     assert config.schedule.train_steps == 8000 and config.checkpoints.average_last == 10
     schedule = NoamSchedule(128, config.schedule.warmup_steps,
                             config.schedule.learning_rate_scale)

@@ -5,6 +5,7 @@
     strategies.py      one device, MirroredStrategy (GPUs or logical CPUs), multi-worker
     accumulation.py    token-exact gradient accumulation over micro-batches and replicas
     training_model.py  TrainingModel: the Transformer wrapped for fit (train/test steps)
+    fused_loss.py      the pre-softmax projection and label-smoothed loss over token chunks
     checkpoints.py     crash-safe checkpoints every N minutes/steps, keep the last K
     averaging.py       average_checkpoints: the mean of the last N checkpoints' weights
     callbacks.py       stop at the last step, NaN guard, TensorBoard logs and history
@@ -33,6 +34,7 @@ _EXPORTS = {
     "ScheduleSettings": "config", "TrainingConfig": "config", "DevBleuSettings": "config",
     "DevBleu": "dev_bleu",
     "OutputDir": "output_dir",
+    "fused_projection_loss": "fused_loss",
     "is_chief": "strategies", "make_strategy": "strategies", "split_cpu": "strategies",
     "TrainingResult": "trainer", "load_training_config": "trainer", "train": "trainer",
     "TokenMeanLoss": "training_model", "TrainingModel": "training_model",
