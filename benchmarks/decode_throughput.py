@@ -24,7 +24,6 @@ Usage:
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ os.environ.setdefault("CT2_USE_MKL", "1")
 
 import numpy as np  # noqa: E402
 from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
+from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 
 CONFIGS = {
     "small": dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4),
@@ -327,17 +327,6 @@ def trained_model_throughput(args, peers):
     return {"source_file": source_file, "lines": len(lines), "rows": rows}
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="small,base")
@@ -372,7 +361,7 @@ def main(argv=None):
     peers, skipped_peers = importable_peers(args.peers.split(","), PEER_MODULES)
     lengths = [int(x) for x in args.lengths.split(",")]
     results = []
-    print(f"# {_cpu_name()}, {THREADS} threads, TF "
+    print(f"# {cpu_description()[0]}, {THREADS} threads, TF "
           f"{tf.__version__}, beam {args.beam_size}, batch {args.batch_size}, source length "
           f"{args.source_length}, vocab {args.vocab_size}, fp32", flush=True)
     header = f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} " \

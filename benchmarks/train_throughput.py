@@ -91,6 +91,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 from peers import importable_peers, speed_ratios  # noqa: E402  (benchmarks/peers.py)
+from machine import CPU_FLAGS, cpu_description  # noqa: E402  (benchmarks/machine.py)
 
 PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
 CONFIGS = {  # name -> (N, d_model, d_ff, h)
@@ -109,7 +110,6 @@ DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
 MAX_LENGTH = 256
 SLOW_BF16 = 0.25  # bf16 rows of a framework whose bf16 matmul is slower than this x fp32
-CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
 def parse_args(argv=None):
@@ -259,22 +259,6 @@ def slow_bf16(peaks, framework, threshold=SLOW_BF16):
     return (f"{framework}'s bfloat16 matmul runs at {bf16 / 1e9:.1f} GFLOP/s here, under "
             f"{threshold:g} x its float32 {fp32 / 1e9:.1f} (no fast bf16 kernels on this CPU; "
             f"--run-slow-bf16 runs them anyway)")
-
-
-def cpu_description():
-    """`(model name, [the flags of CPU_FLAGS it has])` from /proc/cpuinfo (Linux)."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-                break
-    except OSError:
-        pass
-    return model, [flag for flag in CPU_FLAGS if flag in flags]
 
 
 # -- data --------------------------------------------------------------------------------------

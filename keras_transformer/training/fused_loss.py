@@ -55,17 +55,18 @@ def fused_projection_loss(hidden, embeddings, labels, label_smoothing, pad_id, c
         flat_hidden = tf.reshape(hidden, [-1, d_model])
         flat_labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
         tokens = tf.shape(flat_labels)[0]
-        steps = (tokens + chunk - 1) // chunk
-        # Equal chunks (static shapes for XLA): the padding rows carry pad labels.
-        padding = steps * chunk - tokens
+        steps = tf.maximum((tokens + chunk - 1) // chunk, 1)
+        # Equal chunks of at most `chunk` tokens (fewer than `steps` padding rows, which
+        # carry pad labels): a batch smaller than one chunk is one chunk of its own size.
+        size = (tokens + steps - 1) // steps
+        padding = steps * size - tokens
         flat_hidden = tf.pad(flat_hidden, [[0, padding], [0, 0]])
         flat_labels = tf.pad(flat_labels, [[0, padding]], constant_values=pad_id)
 
         def body(i, loss_sum, d_embeddings, d_hidden):
-            rows = tf.range(chunk)
-            chunk_hidden = tf.reshape(tf.slice(flat_hidden, [i * chunk, 0], [chunk, -1]),
-                                      [chunk, d_model])
-            chunk_labels = tf.slice(flat_labels, [i * chunk], [chunk])
+            rows = tf.range(size)
+            chunk_hidden = tf.slice(flat_hidden, [i * size, 0], [size, -1])
+            chunk_labels = tf.slice(flat_labels, [i * size], [size])
             weights = tf.cast(tf.not_equal(chunk_labels, pad_id), tf.float32)[:, None]
             logits = tf.cast(tf.matmul(chunk_hidden, embeddings, transpose_b=True),
                              tf.float32)
@@ -90,7 +91,7 @@ def fused_projection_loss(hidden, embeddings, labels, label_smoothing, pad_id, c
 
         initial = (tf.constant(0), tf.constant(0.0),
                    tf.zeros(tf.shape(embeddings), tf.float32),
-                   tf.TensorArray(hidden.dtype, size=steps, element_shape=[chunk, None]))
+                   tf.TensorArray(hidden.dtype, size=steps, element_shape=[None, None]))
         _, loss_sum, d_embeddings, d_hidden = tf.while_loop(
             lambda i, *_: i < steps, body, initial, parallel_iterations=1)
         d_hidden = tf.reshape(d_hidden.stack(), [-1, d_model])[:tokens]
