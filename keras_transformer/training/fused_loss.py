@@ -15,8 +15,9 @@ hand-written gradient. Same function as `Transformer` logits + `LabelSmoothedCro
 """
 import tensorflow as tf
 
-# Elements of one chunk's float32 logits: 2.5M (10 MB) was fastest on a 2-core AVX-512 EPYC
-# among 64, 256 and 1024 tokens at V 10000 (benchmarks/README.md, "fused loss").
+# Elements of one chunk's float32 logits: 2.5M (10 MB, 248 tokens at V 10000) was fastest on a
+# 2-core AVX-512 EPYC among chunks of 128, 248, 512 and 1024 tokens, in float32 and bfloat16
+# (benchmarks/README.md, "The fused projection + loss").
 CHUNK_ELEMENTS = 2_500_000
 
 
