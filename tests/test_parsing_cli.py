@@ -137,3 +137,45 @@ def test_parse_refuses_a_run_that_is_not_a_parsing_run(parser_run, tmp_path, cap
                           "so it is not a parsing run")
     assert "pipelines/ptb_parsing.py" in err and len(err.strip().splitlines()) == 1
     assert not output.exists()
+
+
+def test_several_models_parse_as_an_ensemble_of_one_linearization(parser_run, tmp_path,
+                                                                    capsys, monkeypatch):
+    from keras_transformer.parsing.linearization import Linearizer
+    from keras_transformer.parsing.parser import write_parsing_settings
+    from keras_transformer.translation import Translator
+
+    loaded = []
+    real_load = Translator.load.__func__
+    monkeypatch.setattr(Translator, "load", classmethod(
+        lambda cls, path, **options: loaded.append(path) or real_load(cls, path, **options)))
+
+    twin = tmp_path / "twin"
+    shutil.copytree(parser_run, twin)
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("She does .\nIt is n't .\n", encoding="utf-8")
+    common = ["--input", str(sentences), "--beam-size", "3", "--max-extra-length", "8"]
+    single, pair = tmp_path / "single.txt", tmp_path / "pair.txt"
+    assert main(["parse", "--model", str(parser_run), "--output", str(single)] + common) == 0
+    assert main(["parse", "--model", str(parser_run), "--model", str(twin),
+                 "--output", str(pair)] + common) == 0
+    assert loaded == [str(parser_run), [str(parser_run), str(twin)]]
+    # The mean of two equal distributions is the distribution: the same trees.
+    assert pair.read_text(encoding="utf-8") == single.read_text(encoding="utf-8")
+    assert len(single.read_text(encoding="utf-8").splitlines()) == 2
+    from keras_transformer.decoding.ensemble import EnsembleDecoder
+    from keras_transformer.parsing.parser import Parser
+
+    ensemble = Parser.load([str(parser_run), str(twin)], beam_size=3, max_extra_length=8)
+    inner = ensemble.translator.decoder.decoder  # under the tree constraint
+    assert isinstance(inner, EnsembleDecoder) and len(inner.decoders) == 2
+    assert [str(t) for t in ensemble.parse(["She does .", "It is n't ."])] == \
+        single.read_text(encoding="utf-8").splitlines()
+    capsys.readouterr()
+    # A model of another linearization cannot join: one line, before any model loads.
+    write_parsing_settings(str(twin), Linearizer(pos_tags=True))
+    assert main(["parse", "--model", str(parser_run), "--model", str(twin),
+                 "--output", str(tmp_path / "refused.txt")] + common) == 2
+    err = capsys.readouterr().err
+    assert "trained on different linearizations" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "refused.txt").exists()

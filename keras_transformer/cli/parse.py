@@ -7,6 +7,8 @@ gives `(TOP)`. `--tokenize` tokenizes raw text first, the Penn Treebank way (nlt
 section 6.3's settings: beam 21, alpha 0.3, output length input + 300, searching only
 well-formed trees over exactly the input words (`--unconstrained`: a free search whose outputs
 are repaired into such trees; the count of outputs that needed repair goes to stderr).
+Several `--model`s parse as an ensemble (one vocabulary and one linearization, e.g. two runs
+of `pipelines/ptb_parsing.py` on the same data): the mean of their log-probabilities.
 """
 
 import sys
@@ -48,8 +50,6 @@ def run(args):
 
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
-    if len(args.model) > 1:
-        raise UserInputError("parse takes one --model (ensembles are for translate)")
     tokenizer = None
     if args.tokenize:
         try:
@@ -60,7 +60,7 @@ def run(args):
                                  "tokenized text") from None
         tokenizer = TreebankWordTokenizer()
     # Before the model loads: a run without parsing.json is refused in one line.
-    linearizer = read_parsing_settings(args.model[0])
+    linearizer = read_parsing_settings(args.model)  # several --model: an ensemble
     parser = Parser(translator_from_args(args), linearizer,
                     constrained=not args.unconstrained)
     count = repaired = 0

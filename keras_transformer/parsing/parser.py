@@ -35,11 +35,26 @@ PARSING_FILE = "parsing.json"
 def read_parsing_settings(path):
     """The `Linearizer` recorded in `parsing.json` of a run folder (or beside a model file).
 
+    Args:
+        path: a run folder, `.keras` file or checkpoint prefix; or a list of them (an
+            ensemble), which must all record the same linearization.
+
     Raises:
         UserInputError: when the folder does not exist, or has no `parsing.json` (it is not
             a parsing run: guessing the linearization would turn a translation model's
-            output into confident nonsense trees), or that file cannot be read.
+            output into confident nonsense trees), or that file cannot be read, or the
+            models of an ensemble were trained on different linearizations.
     """
+    if isinstance(path, (list, tuple)):
+        linearizers = [read_parsing_settings(one) for one in path]
+        for one, linearizer in zip(path[1:], linearizers[1:]):
+            if linearizer != linearizers[0]:
+                raise UserInputError(
+                    f"the ensemble's models were trained on different linearizations "
+                    f"({os.fspath(path[0])!r}: {linearizers[0].to_dict()}, "
+                    f"{os.fspath(one)!r}: {linearizer.to_dict()}): ensemble parsers of one "
+                    "linearization")
+        return linearizers[0]
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     if os.path.basename(folder) == "checkpoints":
@@ -121,7 +136,9 @@ class Parser:
         """A parser for a run folder, a `.keras` file or a checkpoint prefix.
 
         Args:
-            path: see `keras_transformer.Translator.load`.
+            path: see `keras_transformer.Translator.load`; a list of them is an ensemble
+                (one vocabulary and one linearization; the mean of the models'
+                log-probabilities at each step, constrained as one model's).
             beam_size, alpha, max_extra_length: the search (default: section 6.3's).
             linearizer: default: the run's `parsing.json`.
             constrained, merge_same_label_unaries: see `Parser` (default True).
