@@ -32,7 +32,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer.errors import UserInputError  # noqa: E402
-from keras_transformer.training import TrainingConfig, train  # noqa: E402
+from keras_transformer.training import TrainingConfig, make_strategy, train  # noqa: E402
 from keras_transformer.training.config import apply_overrides  # noqa: E402
 
 
@@ -41,8 +41,9 @@ def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_ste
     """The recipe as a `TrainingConfig` dict (edit it, or save it as YAML for the CLI).
 
     `data_dir` holds `{train,val}.{en,TARGET}EXTENSION`: the Multi30k folder itself, or the
-    folder `prepare_corpus` writes. `replicas`: the devices training runs on (the default
-    strategy uses every GPU); each gets an equal share of the 8192 tokens of an update."""
+    folder `prepare_corpus` writes. `replicas`: the devices training runs on (`main` gives the
+    replicas of the "auto" strategy: every GPU, or one device); each gets an equal share of
+    the 8192 tokens of an update."""
     def files(split):
         return {"source": os.path.join(data_dir, f"{split}.en{extension}"),
                 "target": os.path.join(data_dir, f"{split}.{target}{extension}")}
@@ -61,9 +62,8 @@ def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_ste
         # Wu et al. train on two GPUs of 4096 tokens each, whose gradients fairseq sums into
         # one update of 8192: here one batch of 8192 on one device (two accumulated
         # micro-batches of 4096 were 8% slower on a CPU), split over the replicas on several
-        # GPUs. Peak learning rate
-        # 0.005 at step 2000, then 1/sqrt(step), as their inverse-sqrt schedule:
-        # 2.53 * 128^-0.5 * 2000^-0.5.
+        # GPUs. Peak learning rate 0.005 at step 2000, then 1/sqrt(step), as their
+        # inverse-sqrt schedule: 2.53 * 128^-0.5 * 2000^-0.5.
         "schedule": {"train_steps": train_steps, "warmup_steps": 2000,
                      "learning_rate_scale": 2.53, "tokens_per_update": 8192,
                      "eval_every_steps": 1000, "log_every_steps": 100},
@@ -184,7 +184,8 @@ def main(argv=None):
             train_dir, extension = prepare_corpus(data_dir, output_dir, args.target,
                                                   preprocessing), ".txt"
         values = multi30k_config(train_dir, args.target, output_dir, args.train_steps,
-                                 extension, args.precision, replicas=_gpu_count())
+                                 extension, args.precision,
+                                 replicas=make_strategy("auto").num_replicas_in_sync)
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         result = train(config)
         print(result.summary())
@@ -195,13 +196,6 @@ def main(argv=None):
         return 2
     print(json.dumps(figures, sort_keys=True))
     return 0
-
-
-def _gpu_count():
-    """Replicas of the default ("auto") strategy: every GPU, or the one CPU."""
-    import tensorflow as tf
-
-    return max(1, len(tf.config.list_physical_devices("GPU")))
 
 
 def _read_lines(path):
