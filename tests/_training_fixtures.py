@@ -20,9 +20,18 @@ PYTHON = sys.executable
 
 def load_pipeline(name):
     """A `pipelines/NAME.py` script as a module (the pipelines are scripts, not a package)."""
+    return _load_script(REPO / "pipelines" / f"{name}.py", name)
+
+
+def load_benchmark(name):
+    """A `benchmarks/NAME.py` script as a module (it puts benchmarks/ on sys.path itself)."""
+    return _load_script(REPO / "benchmarks" / f"{name}.py", f"benchmark_{name}")
+
+
+def _load_script(path, module_name):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, REPO / "pipelines" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

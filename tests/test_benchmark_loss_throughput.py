@@ -1,24 +1,13 @@
 """benchmarks/loss_throughput.py: both sides compute the same loss and gradients, and the
 JSON line holds the figures benchmarks/README.md records."""
 
-import importlib.util
 import json
-import pathlib
-import sys
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name):
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import benchmarks/machine.py
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests._training_fixtures import load_benchmark
 
 
 def test_plain_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
-    bench = _load("loss_throughput")
+    bench = load_benchmark("loss_throughput")
     headline = bench.main(["--tokens", "96", "--d-model", "16", "--vocab", "300",
                            "--chunks", "32", "200", "--steps", "1", "--repeats", "1"])
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -36,7 +25,7 @@ def test_plain_side_is_the_training_loss_of_the_logits():
     label-smoothed cross-entropy of float32 logits; checked against NumPy here."""
     import numpy as np
 
-    bench = _load("loss_throughput")
+    bench = load_benchmark("loss_throughput")
     hidden, matrix, labels = bench.make_inputs(32, 8, 50)
     loss = bench.make_step("plain", "float32", labels)(hidden, matrix)[0]
     logits = np.asarray(hidden, "float64") @ np.asarray(matrix.numpy(), "float64").T

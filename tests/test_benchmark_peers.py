@@ -2,21 +2,11 @@
 benchmarks/train_throughput.py."""
 
 import doctest
-import importlib.util
 import io
-import pathlib
 
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from tests._training_fixtures import load_benchmark as load
 
 peers = load("peers")
 
