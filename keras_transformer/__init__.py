@@ -23,6 +23,7 @@ _EXPORTS = {
     "build_model": "keras_transformer.model",
     "NoamSchedule": "keras_transformer.schedules",
     "build_optimizer": "keras_transformer.schedules",
+    "FusedAdam": "keras_transformer.optimizers",
     "BeamSearch": "keras_transformer.decoding",
     "greedy_search": "keras_transformer.decoding",
     "Translator": "keras_transformer.translation",
