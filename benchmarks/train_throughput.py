@@ -9,14 +9,17 @@ update) of three systems, each configured to do the work of our default train st
   on the embedding + positional-encoding sums and on every sub-layer output, none on the
   attention probabilities or after the ReLU, one embedding matrix for source, target and the
   output projection (no output bias), sinusoidal positions, label smoothing 0.1, Adam (0.9,
-  0.98, 1e-9) on the Noam schedule (`build_optimizer`), float32 logits and loss.
+  0.98, 1e-9) on the Noam schedule (`build_optimizer`: our `FusedAdam`, one fused
+  TensorFlow kernel per variable), float32 logits and loss.
 - keras-hub: `TransformerEncoder`/`TransformerDecoder` stacks (post-norm, `dropout=0.1` on
   their sub-layer outputs) between one `ReversibleEmbedding` used for source, target and,
   reversed, the output projection (tied, no bias), scaled by sqrt(d_model), plus
   `SinePositionEncoding` and a dropout 0.1; the dropout that keras-hub applies with the same
   rate to the attention probabilities is set to `--attention-dropout` (0: ours has none) on
-  each attention layer; the same `LabelSmoothedCrossEntropy(0.1)`, `build_optimizer`, and a
-  float32 cast of the logits.
+  each attention layer; the same `LabelSmoothedCrossEntropy(0.1)`, Keras's own Adam with
+  the same hyper-parameters and schedule (`keras.optimizers.Adam(NoamSchedule(d_model),
+  0.9, 0.98, 1e-9)`: the Adam a keras-hub user has, as Keras has no fused one),
+  and a float32 cast of the logits.
 - torch: `nn.TransformerEncoderLayer`/`nn.TransformerDecoderLayer` stacks (`norm_first=False`,
   no final stack LayerNorm: `nn.Transformer` adds one, ours has none), dropout 0.1 on
   sub-layer outputs, the feed-forward's inner dropout replaced by `nn.Identity` (ours has
@@ -401,12 +404,16 @@ def build_keras_hub(dims, vocab_size, precision, attention_dropout):
 
 
 def run_keras_hub(spec, data):
-    from keras_transformer import build_optimizer
+    import keras
+
+    from keras_transformer import NoamSchedule
     from keras_transformer.losses import LabelSmoothedCrossEntropy
 
     model = build_keras_hub(spec["dims"], spec["vocab_size"], spec["precision"],
                             spec["attention_dropout"])
-    model.compile(optimizer=build_optimizer(spec["dims"][1]),
+    optimizer = keras.optimizers.Adam(learning_rate=NoamSchedule(spec["dims"][1]), beta_1=0.9,
+                                      beta_2=0.98, epsilon=1e-9)
+    model.compile(optimizer=optimizer,
                   loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
                   jit_compile=spec["mode"] == "xla_on")
     seconds = time_keras(model, keras_inputs(spec, data), spec["steps"], spec["repeats"],

@@ -113,3 +113,34 @@ def test_every_step_gets_the_same_batch_from_tf_data_and_from_the_tiled_jax_arra
     ((features, batch_labels),) = next(iter(repeated["x"]))
     assert (features["source_ids"].numpy() == source).all()
     assert (batch_labels.numpy() == labels).all()
+
+
+def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
+    """Same update on both Keras sides: Adam (0.9, 0.98, 1e-9) on the same Noam schedule;
+    ours is `FusedAdam` (part of our product), keras-hub gets Keras's own Adam."""
+    pytest.importorskip("keras_hub")
+    import keras
+
+    from keras_transformer import FusedAdam, NoamSchedule
+
+    throughput = load("train_throughput")
+    optimizers = {}
+
+    def fake_time_keras(model, inputs, steps, repeats, warmup):
+        optimizers[len(optimizers)] = model.optimizer
+        return 1.0
+
+    monkeypatch.setattr(throughput, "time_keras", fake_time_keras)
+    spec = {"dims": (1, 32, 64, 4), "vocab_size": 100, "precision": "fp32",
+            "attention_dropout": 0.0, "backend": "tensorflow", "mode": "xla_off",
+            "warmup": 1, "repeats": 1, "steps": 1}
+    data = throughput.make_batch(2, 5, 100)
+    throughput.run_ours(spec, data)
+    throughput.run_keras_hub(spec, data)
+    ours, hub = optimizers[0], optimizers[1]
+    assert type(ours) is FusedAdam and type(hub) is keras.optimizers.Adam
+    for optimizer in (ours, hub):
+        assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+        assert isinstance(optimizer._learning_rate, NoamSchedule)
+        assert optimizer._learning_rate.get_config() == {"d_model": 32, "warmup_steps": 4000,
+                                                         "scale": 1.0}
