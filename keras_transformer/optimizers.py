@@ -2,10 +2,11 @@
 
 Keras's `Adam.update_step` is a dozen element-wise ops per variable (cast, subtract,
 multiply, square, sqrt, divide, three assigns), each a pass over the variable's memory. On a
-CPU that made the update of the 8M-parameter Multi30k model 21-27 ms per step against 9-11 ms
-for TensorFlow's fused `ResourceApplyAdam` kernel, which reads the variable, its two moments
-and the gradient once (benchmarks/README.md, "A fused Adam update"). Keras 3 has no fused
-option, hence this subclass. Its update is Keras's formula term for term:
+2-core CPU that made the update of the 8M-parameter Multi30k model 14.3 ms per step (70 ms at
+base) against 6.8 ms (26 ms) for TensorFlow's fused `ResourceApplyAdam` kernel, which reads
+the variable, its two moments and the gradient once (benchmarks/optimizer_throughput.py;
+benchmarks/README.md, "A fused Adam update"). Keras 3 has no fused option, hence this
+subclass. Its update is Keras's formula term for term:
 
     alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
     m <- m + (g - m) * (1 - beta_1);  v <- v + (g^2 - v) * (1 - beta_2)
