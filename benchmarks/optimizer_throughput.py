@@ -39,12 +39,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 
+from train_throughput import CONFIGS as THROUGHPUT_CONFIGS  # noqa: E402
+
 from keras_transformer import FusedAdam, TransformerConfig, build_model  # noqa: E402
 
-# (layers, d_model, d_ff, heads, vocabulary): multi30k as pipelines/multi30k.py, small and
-# base as train_throughput.py's.
-CONFIGS = {"tiny": (1, 64, 128, 4, 8000), "multi30k": (3, 256, 1024, 4, 10000),
-           "small": (3, 256, 1024, 4, 8000), "base": (6, 512, 2048, 8, 8000)}
+# (layers, d_model, d_ff, heads, vocabulary): tiny, small and base as train_throughput.py's
+# (vocabulary 8000, its default); multi30k as pipelines/multi30k.py's recipe.
+CONFIGS = {name: dims + (8000,) for name, dims in THROUGHPUT_CONFIGS.items()}
+CONFIGS["multi30k"] = (4, 128, 256, 4, 10000)
 ADAM = dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
 

@@ -3,7 +3,7 @@ is one line, and the JSON line holds the figures benchmarks/README.md records.""
 
 import json
 
-from tests._training_fixtures import load_benchmark
+from tests._training_fixtures import load_benchmark, load_pipeline
 
 
 def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
@@ -12,13 +12,21 @@ def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert json.loads(out[-1]) == json.loads(json.dumps(headline))
     row = headline["tiny"]
-    # 1 layer, d_model 64, d_ff 128, V 8000, tied embeddings. Attention 4 x (64 x 64 + 64)
-    # = 16640, feed-forward 2 x 64 x 128 + 128 + 64 = 16576, LayerNorm 128: encoder layer
-    # 16640 + 16576 + 2 x 128, decoder layer 2 x 16640 + 16576 + 3 x 128.
-    assert row["params"] == 8000 * 64 + 33472 + 50240
+    # 1 layer, d_model 64, d_ff 256, V 8000, tied embeddings. Attention 4 x (64 x 64 + 64)
+    # = 16640, feed-forward 2 x 64 x 256 + 256 + 64 = 33088, LayerNorm 128: encoder layer
+    # 16640 + 33088 + 2 x 128, decoder layer 2 x 16640 + 33088 + 3 x 128.
+    assert row["params"] == 8000 * 64 + 49984 + 66752
     assert row["max_relative_difference"] < 1e-5
     assert abs(row["fused_over_keras"] - row["keras_ms"] / row["fused_ms"]) < 0.02
     assert ("torch_ms" in row) != ("torch" in headline["skipped_peers"])
+
+
+def test_the_multi30k_row_has_the_recipes_dims():
+    bench = load_benchmark("optimizer_throughput")
+    recipe = load_pipeline("multi30k").multi30k_config("data")
+    model = recipe["model"]
+    assert bench.CONFIGS["multi30k"] == (model["num_layers"], model["d_model"], model["d_ff"],
+                                         model["num_heads"], recipe["data"]["vocab_size"])
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

@@ -124,10 +124,10 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
     from keras_transformer import FusedAdam, NoamSchedule
 
     throughput = load("train_throughput")
-    optimizers = {}
+    optimizers = []
 
     def fake_time_keras(model, inputs, steps, repeats, warmup):
-        optimizers[len(optimizers)] = model.optimizer
+        optimizers.append(model.optimizer)
         return 1.0
 
     monkeypatch.setattr(throughput, "time_keras", fake_time_keras)
@@ -137,7 +137,7 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
     data = throughput.make_batch(2, 5, 100)
     throughput.run_ours(spec, data)
     throughput.run_keras_hub(spec, data)
-    ours, hub = optimizers[0], optimizers[1]
+    ours, hub = optimizers
     assert type(ours) is FusedAdam and type(hub) is keras.optimizers.Adam
     for optimizer in (ours, hub):
         assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
