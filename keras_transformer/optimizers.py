@@ -49,14 +49,39 @@ class FusedAdam(keras.optimizers.Adam):
         def handle(v):
             return (v.value if isinstance(v, keras.Variable) else v).handle
 
+        scalars = self._scalars(dtype, learning_rate, handle(variable).device)
+        tf.raw_ops.ResourceApplyAdam(
+            var=handle(variable), m=handle(momentum), v=handle(velocity),
+            grad=tf.cast(gradient, dtype), **scalars)
+
+    def _scalars(self, dtype, learning_rate, device):
+        """The update's scalar inputs (beta powers, learning rate, ...), cast to `dtype`.
+
+        Inside a traced train step they are built once per dtype and device and shared by
+        every variable's kernel: per variable, these seven small ops cost about as much as
+        the kernel itself for the small variables of the Multi30k model (benchmarks/
+        README.md, "A fused Adam update"). Eagerly they are built per call (fresh values)."""
+        import tensorflow as tf
+
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        key = (dtype, device, id(learning_rate))
+        cache = getattr(self, "_scalar_cache", None)
+        if graph is None or cache is None or cache.graph is not graph:
+            # A plain object: TensorFlow's tracking would wrap a dict attribute, and fail
+            # to checkpoint one with tuple keys.
+            cache = _ScalarCache(graph)
+            self._scalar_cache = cache
+        if graph is not None and key in cache.scalars:
+            return cache.scalars[key]
         step = tf.cast(self.iterations + 1, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
-        tf.raw_ops.ResourceApplyAdam(
-            var=handle(variable), m=handle(momentum), v=handle(velocity),
-            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
+        scalars = {"beta1_power": tf.pow(beta_1, step), "beta2_power": tf.pow(beta_2, step),
+                   "lr": tf.cast(learning_rate, dtype), "beta1": beta_1, "beta2": beta_2,
+                   "epsilon": tf.cast(self.epsilon, dtype)}
+        if graph is not None:
+            cache.scalars[key] = scalars
+        return scalars
 
     def _fusable(self, gradient, variable):
         if keras.backend.backend() != "tensorflow" or self.amsgrad:
@@ -65,3 +90,10 @@ class FusedAdam(keras.optimizers.Adam):
 
         return (not isinstance(gradient, tf.IndexedSlices)
                 and keras.backend.standardize_dtype(variable.dtype) in _FUSED_DTYPES)
+
+
+class _ScalarCache:
+    """`FusedAdam`'s scalar inputs built in one traced graph, by (dtype, device, lr)."""
+
+    def __init__(self, graph):
+        self.graph, self.scalars = graph, {}

@@ -74,6 +74,23 @@ def test_updates_equal_numpy_adam(fused_calls, compiled):
     assert len(fused_calls) >= 1  # the fused kernel did the work (traced once if compiled)
 
 
+
+def test_a_traced_step_builds_the_scalar_inputs_once():
+    # Beta powers, casts of the learning rate and epsilon: once per step, not per variable.
+    variables = [keras.Variable(np.full((3,), float(i), "float32")) for i in range(6)]
+    optimizer = FusedAdam(learning_rate=0.01, **HYPER)
+    optimizer.build(variables)
+    step = tf.function(lambda grads: optimizer.apply(grads, variables))
+    grads = [tf.ones((3,)) for _ in variables]
+    graph = step.get_concrete_function(grads).graph
+    op_types = [op.type for op in graph.get_operations()]
+    assert op_types.count("ResourceApplyAdam") == 6
+    assert op_types.count("Pow") == 2  # beta_1^t and beta_2^t
+    step(grads)
+    step(grads)  # the shared inputs read the step counter at run time: t = 1, then 2
+    expected = numpy_adam(np.zeros(3), [np.ones(3)] * 2, [0.01] * 2) + 5.0
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(variables[5]), expected, rtol=1e-6)
+
 def test_noam_schedule_and_whole_model_match_keras_adam(fused_calls):
     """build_optimizer's FusedAdam against keras.optimizers.Adam on every variable of a
     model (tied embeddings, layer norms, biases), the learning rate from the NoamSchedule."""

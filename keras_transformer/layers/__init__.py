@@ -2,6 +2,7 @@
 
 from keras_transformer.layers.decoder import (TransformerDecoder, TransformerDecoderLayer,
                                               causal_mask)
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import (TransformerEncoder, TransformerEncoderLayer,
                                               padding_mask)

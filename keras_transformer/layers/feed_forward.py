@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -30,7 +32,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.inner_dense = keras.layers.Dense(
             d_ff, activation=activation, kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy, name="inner")
-        self.relu_dropout_layer = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.relu_dropout_layer = Dropout(relu_dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.inner_dense.build(input_shape)

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ResidualConnection(keras.layers.Layer):
@@ -35,7 +37,7 @@ class ResidualConnection(keras.layers.Layer):
         self.epsilon = epsilon
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, x_shape, sublayer_output_shape=None):
         self.layer_norm.build(x_shape)

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ScaledDotProductAttention(keras.layers.Layer):
@@ -40,7 +42,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
     def __init__(self, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         self.dropout = dropout
-        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self._dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def call(self, query, key, value, attention_mask=None, training=None):
         scale = 1.0 / math.sqrt(query.shape[-1])

@@ -3,6 +3,7 @@ the embedded input (5.4), N identical layers, and with pre-norm a final LayerNor
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
                                                  SinusoidalPositionalEncoding)
 
@@ -40,7 +41,7 @@ class TransformerStack(keras.layers.Layer):
         self.max_length = max_length
         policy = self.dtype_policy
         self.positional_layer = make_positional_layer(positional, max_length, policy)
-        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.embedding_dropout = Dropout(dropout, dtype=policy)
         self.transformer_layers = [self.layer_class(**self.layer_args, dtype=policy,
                                                     name=f"layer_{i}")
                                    for i in range(num_layers)]
