@@ -1,0 +1,47 @@
+"""benchmarks/dropout_throughput.py: rows for both precisions, a missing PyTorch is one line,
+the kept-fraction check sees a broken dropout, and the JSON line holds the figures."""
+
+import json
+
+import numpy as np
+
+from tests._training_fixtures import load_benchmark, load_pipeline
+
+
+def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
+    bench = load_benchmark("dropout_throughput")
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(out[-1]) == json.loads(json.dumps(headline))
+    for precision in ("fp32", "bf16"):
+        row = headline["small"][precision]
+        assert row["ours_kept_fraction_plausible"] is True
+        assert abs(row["ours_over_keras"] - row["keras"] / row["ours"]) < 0.02
+        assert ("torch" in row) != ("torch" in headline["skipped_peers"])
+        assert min(row["identity"], row["keras"], row["ours"]) > 0
+
+
+def test_the_multi30k_shape_is_the_recipes():
+    bench = load_benchmark("dropout_throughput")
+    recipe = load_pipeline("multi30k").multi30k_config("data")
+    assert bench.SHAPES["multi30k"] == (recipe["data"]["token_budget"],
+                                        recipe["model"]["d_model"], recipe["model"]["dropout"])
+
+
+def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):
+    bench = load_benchmark("dropout_throughput")
+    monkeypatch.setattr(bench, "torch_call", lambda shape, rate, dtype: None)
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert headline["skipped_peers"] == {"torch": "PyTorch is not installed"}
+    assert "torch: skipped (PyTorch is not installed)" in out and "Traceback" not in out
+
+
+def test_the_kept_fraction_check_sees_a_wrong_rate():
+    bench = load_benchmark("dropout_throughput")
+    rng = np.random.default_rng(0)
+    shape = (1024, 256)
+    kept_70 = np.where(rng.random(shape) >= 0.3, 1.0, 0.0).astype("float32")
+    assert bench.kept_fraction_is_plausible(kept_70, 0.3)
+    assert not bench.kept_fraction_is_plausible(kept_70, 0.29)  # 70% kept is not 71%
+    assert not bench.kept_fraction_is_plausible(np.ones(shape, "float32"), 0.3)
