@@ -18,10 +18,11 @@ only re-scores).
 
 `--set` overrides any `TrainingConfig` key (dotted), e.g. `--set model.num_layers=6`.
 
-Cost on a 2-core CPU (benchmarks/README.md): in float32, twice the 0.64-1.4 s measured for
-4096-token updates on three machines, so 3 to 6 hours by machine; `--precision
-mixed_bfloat16` is 1.2-1.5x faster on a CPU with AVX512-BF16 (about 0.95-1.0 s per update, 2 h
-21-25 min in all on the one measured; not measured on a CPU without it).
+Cost on a 2-core CPU (benchmarks/README.md, Multi30k run 5): with `--precision
+mixed_bfloat16` on a CPU with AVX512-BF16, 0.55 s per update, 1 h 15 min in all on the one
+measured (2 h 25 min before the fused loss, one batch per update, `FusedAdam` and the float32
+dropout random numbers); float32 took 3 to 6 hours by machine before them (0.64-1.4 s per
+4096-token update then); not measured on a CPU without AVX512-BF16.
 """
 
 import argparse
