@@ -58,10 +58,10 @@ class FusedAdam(keras.optimizers.Adam):
         """The update's scalar inputs (beta powers, learning rate, ...), cast to `dtype`.
 
         Inside a traced train step they are built once per dtype and device and shared by
-        every variable's kernel, instead of seven small ops per variable (the Multi30k
-        recipe's update measured 3.0 ms, against 4.0 ms per-variable in the session before:
-        benchmarks/README.md, "Dropout under mixed precision, and Adam's scalars once per
-        step"). Eagerly they are built per call (fresh values)."""
+        every variable's kernel, instead of seven small ops per variable: a smaller graph,
+        though the time saved was within the noise of a side-by-side run (benchmarks/
+        README.md, "Dropout under mixed precision, and Adam's scalars once per step").
+        Eagerly they are built per call (fresh values)."""
         import tensorflow as tf
 
         graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
