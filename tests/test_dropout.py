@@ -64,3 +64,23 @@ def test_config_round_trip():
     clone = Dropout.from_config(layer.get_config())
     assert (clone.rate, clone.seed, clone.name) == (0.2, 4, "d")
     assert keras.saving.get_registered_object("keras_transformer>Dropout") is Dropout
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_other_backends_drop_bfloat16_with_the_same_rule(backend):
+    # Backend-neutral `keras.ops`: the same keep fraction and scaling without TensorFlow.
+    from tests.test_backends import run_without_tensorflow
+
+    script = """
+        import numpy as np
+        import keras
+        from keras_transformer.layers import Dropout
+        x = keras.ops.ones((200, 256), "bfloat16")
+        y = keras.ops.convert_to_numpy(keras.ops.cast(
+            Dropout(0.3, seed=2, dtype="mixed_bfloat16")(x, training=True), "float32"))
+        kept = y != 0
+        assert abs(kept.mean() - 0.7) < 4 * np.sqrt(0.21 / kept.size), kept.mean()
+        np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-2)
+        print("OK dropout")
+    """
+    assert "OK dropout" in run_without_tensorflow(backend, script)
