@@ -154,6 +154,11 @@ def main(argv=None):
             headline[name][precision] = row
     if "torch" in headline["skipped_peers"]:
         print("torch: skipped (PyTorch is not installed)")
+    for name in args.configs:
+        for precision, row in headline[name].items():
+            if not row["ours_kept_fraction_plausible"]:
+                print(f"ours at {name} {precision}: the kept fraction is not 1 - rate, so its "
+                      "row times a broken dropout")
     print(json.dumps(headline))
     return headline
 

@@ -45,3 +45,17 @@ def test_the_kept_fraction_check_sees_a_wrong_rate():
     assert bench.kept_fraction_is_plausible(kept_70, 0.3)
     assert not bench.kept_fraction_is_plausible(kept_70, 0.29)  # 70% kept is not 71%
     assert not bench.kept_fraction_is_plausible(np.ones(shape, "float32"), 0.3)
+
+
+def test_a_dropout_that_keeps_everything_is_flagged(capsys, monkeypatch):
+    bench = load_benchmark("dropout_throughput")
+
+    class KeepsAll(bench.Dropout):
+        def call(self, inputs, training=False):
+            return inputs / (1.0 - self.rate)
+
+    monkeypatch.setattr(bench, "Dropout", KeepsAll)
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert headline["small"]["bf16"]["ours_kept_fraction_plausible"] is False
+    assert "ours at small bf16: the kept fraction is not 1 - rate" in out
