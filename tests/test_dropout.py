@@ -34,6 +34,8 @@ def test_inference_and_rate_zero_are_the_identity():
 
 def test_float32_draws_exactly_as_keras_dropout():
     # Float32 training keeps its random stream: the same seed gives Keras's mask bit for bit.
+    # (On TensorFlow our bfloat16 path would draw this mask too; the JAX and PyTorch case
+    # below is the one that tells the two paths apart.)
     x = np.random.default_rng(0).normal(size=(64, 32)).astype("float32")
     ours = Dropout(0.3, seed=11)(x, training=True)
     keras_own = keras.layers.Dropout(0.3, seed=11)(x, training=True)
@@ -68,7 +70,8 @@ def test_config_round_trip():
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_other_backends_drop_bfloat16_with_the_same_rule(backend):
-    # Backend-neutral `keras.ops`: the same keep fraction and scaling without TensorFlow.
+    # Backend-neutral `keras.ops`: the same keep fraction and scaling without TensorFlow,
+    # and float32 left to Keras.
     from tests.test_backends import run_without_tensorflow
 
     script = """
@@ -81,6 +84,13 @@ def test_other_backends_drop_bfloat16_with_the_same_rule(backend):
         kept = y != 0
         assert abs(kept.mean() - 0.7) < 4 * np.sqrt(0.21 / kept.size), kept.mean()
         np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-2)
+        # Float32 is Keras's own dropout there too (on TensorFlow a float32 uniform path
+        # happens to draw Keras's mask; on JAX Keras draws Bernoulli masks of its own).
+        x32 = np.random.default_rng(0).normal(size=(64, 32)).astype("float32")
+        ours = Dropout(0.3, seed=11)(x32, training=True)
+        keras_own = keras.layers.Dropout(0.3, seed=11)(x32, training=True)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(ours),
+                                      keras.ops.convert_to_numpy(keras_own))
         print("OK dropout")
     """
     assert "OK dropout" in run_without_tensorflow(backend, script)
