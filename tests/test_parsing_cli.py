@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from keras_transformer.cli import main
+from tests._parsing_fixtures import untrained_parser_run
 
 SAMPLE = pathlib.Path(__file__).parent / "data" / "evalb_sample"
 
@@ -64,33 +65,9 @@ def test_evaluate_task_parsing_scores_xx_slots_with_the_gold_tags(tmp_path, caps
     assert "XX word slots" in captured.err
 
 
-def _untrained_parser_run(folder):
-    """A run folder with an untrained tiny model, its parsing vocabulary and parsing.json:
-    its outputs are arbitrary, which is what the repair has to cope with."""
-    from keras_transformer.config import TransformerConfig
-    from keras_transformer.model import build_model
-    from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
-    from keras_transformer.parsing.linearization import Linearizer
-    from keras_transformer.parsing.parser import write_parsing_settings
-    from keras_transformer.parsing.trees import parse_tree
-    from keras_transformer.training.output_dir import atomic_save_model
-
-    folder.mkdir()
-    trees = [parse_tree(f"(TOP (S (NP (PRP {w})) (VP (VBZ {v}) (RB n't)) (. .)))")
-             for w in ("He", "She", "It") for v in ("does", "is", "was", "ca")]
-    source, target = write_parallel(trees, Linearizer(), str(folder / "corpus"))
-    _, size = train_parsing_vocabulary([source], [target], str(folder / "vocab.model"), 320)
-    config = TransformerConfig.from_preset("base", vocab_size=size, num_layers=1, d_model=32,
-                                           d_ff=64, num_heads=4, key_dim=8, value_dim=8,
-                                           max_length=64)
-    atomic_save_model(build_model(config), str(folder / "model.keras"))
-    write_parsing_settings(str(folder), Linearizer())
-    return folder
-
-
 @pytest.fixture(scope="module")
 def parser_run(tmp_path_factory):
-    return _untrained_parser_run(tmp_path_factory.mktemp("parsing_cli") / "run")
+    return untrained_parser_run(tmp_path_factory.mktemp("parsing_cli") / "run")
 
 
 def test_parse_command_writes_one_tree_over_the_words_per_line(parser_run, tmp_path, capsys):
@@ -179,3 +156,45 @@ def test_several_models_parse_as_an_ensemble_of_one_linearization(parser_run, tm
     err = capsys.readouterr().err
     assert "trained on different linearizations" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "refused.txt").exists()
+
+
+def test_the_run_s_opening_penalty_is_used_and_can_be_overridden(parser_run, tmp_path, capsys):
+    from keras_transformer.parsing.linearization import Linearizer
+    from keras_transformer.parsing.parser import read_opening_penalty, write_parsing_settings
+    from keras_transformer.parsing.trees import parse_tree
+
+    run = tmp_path / "run"
+    shutil.copytree(parser_run, run)
+    # 50 nats per opening outweighs anything an untrained model prefers: one constituent
+    # under TOP, the least the constrained search allows.
+    write_parsing_settings(str(run), Linearizer(), opening_penalty=50.0)
+    assert read_opening_penalty(str(run)) == 50.0
+    assert read_opening_penalty([str(run), str(run / "model.keras")]) == 50.0
+    assert read_opening_penalty(str(parser_run)) == 0.0  # none recorded
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("She does .\nIt is n't really done .\n", encoding="utf-8")
+    common = ["--input", str(sentences), "--beam-size", "3", "--max-extra-length", "12"]
+
+    def parse(model, *flags):
+        output = tmp_path / "trees.txt"
+        assert main(["parse", "--model", str(model), "--output", str(output), *flags]
+                    + common) == 0
+        return [parse_tree(line) for line in output.read_text(encoding="utf-8").splitlines()]
+
+    def constituents(tree):
+        return sum(1 + constituents(child) for child in tree.children
+                   if not isinstance(child, str) and not child.is_preterminal())
+
+    flat = parse(run)
+    assert [constituents(tree) for tree in flat] == [1, 1]
+    assert [tree.leaves() for tree in flat] == [["She", "does", "."],
+                                                ["It", "is", "n't", "really", "done", "."]]
+    unpenalized = parse(parser_run)
+    assert parse(run, "--opening-penalty", "0") == unpenalized
+    assert sum(constituents(tree) for tree in unpenalized) > 2
+    capsys.readouterr()
+    assert main(["parse", "--model", str(run), "--unconstrained", "--opening-penalty", "1",
+                 "--output", str(tmp_path / "refused.txt")] + common) == 2
+    err = capsys.readouterr().err
+    assert "--opening-penalty applies to the constrained search" in err
+    assert len(err.strip().splitlines()) == 1

@@ -91,9 +91,10 @@ def random_table(seed):
     return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
 
 
-def constrained(table, linearizer, max_extra_length, **limits):
+def constrained(table, linearizer, max_extra_length, opening_penalty=0.0, **limits):
     return TreeConstrainedDecoder(MarkovDecoder(table, max_length=64),
-                                  TreeConstraint(PIECES, linearizer, **limits), max_extra_length)
+                                  TreeConstraint(PIECES, linearizer, **limits), max_extra_length,
+                                  opening_penalty=opening_penalty)
 
 
 def outputs(result):
@@ -149,12 +150,9 @@ def test_a_model_that_loves_openings_is_held_to_the_limits(depth, in_a_row):
     assert linearizer.delinearize(text.replace(" +", ""), "the dog barks .".split()).repairs == ()
 
 
-def test_beam_search_finds_the_best_well_formed_tree_by_enumeration():
-    linearizer = Linearizer(word_slots=True)
-    source = [IDS[S + "dog"], IDS[S + "bark"], IDS["s"]]
-    cap = len(source) + 1 + 6
-    table = random_table(11)
-    # Every well-formed output within the cap, scored as the search scores them.
+def best_by_enumeration(table, source, linearizer, cap, opening_penalty=0.0):
+    """The best-scoring well-formed output within the cap, scored as the search scores them
+    (log-probability less the penalty per opening, over section 7's length penalty)."""
     best, frontier, complete = None, [[]], 0
     while frontier:
         grown = []
@@ -164,19 +162,52 @@ def test_beam_search_finds_the_best_well_formed_tree_by_enumeration():
                 if token == EOS:
                     complete += 1
                     log_prob = sum(table[p, t] for p, t in zip([BOS] + sequence, sequence))
+                    log_prob -= opening_penalty * sum(t in openings(linearizer)
+                                                      for t in sequence)
                     score = log_prob / ((5 + len(sequence)) / 6) ** 0.3
                     if best is None or score > best[0]:
                         best = (score, sequence)
                 elif len(sequence) < cap:
                     grown.append(sequence)
         frontier = grown
+    return best, complete
+
+
+@pytest.mark.parametrize("opening_penalty", [0.0, 6.0, -3.0])
+def test_beam_search_finds_the_best_well_formed_tree_by_enumeration(opening_penalty):
+    linearizer = Linearizer(word_slots=True)
+    source = [IDS[S + "dog"], IDS[S + "bark"], IDS["s"]]
+    cap = len(source) + 1 + 6
+    table = random_table(11)
+    best, complete = best_by_enumeration(table, source, linearizer, cap, opening_penalty)
     assert complete > 10  # (S dog bark s )S, (S (NP dog )NP bark s )S, ...
+    if opening_penalty:  # the penalty changes the best tree, in the direction it should
+        unpenalized = best_by_enumeration(table, source, linearizer, cap)[0][1]
+        count = [sum(t in openings(linearizer) for t in s) for s in (best[1], unpenalized)]
+        assert (count[0] < count[1]) if opening_penalty > 0 else (count[0] > count[1]), count
     batch = np.array([source + [EOS]], "int32")
     result = BeamSearch(beam_size=64, alpha=0.3, max_extra_length=6)(
-        constrained(table, linearizer, 6), batch)
+        constrained(table, linearizer, 6, opening_penalty=opening_penalty), batch)
     assert outputs(result)[0][0] == best[1], (as_text(outputs(result)[0][0]), as_text(best[1]))
     assert math.isclose(float(ops.convert_to_numpy(result.scores)[0, 0]), best[0],
                         rel_tol=1e-5)
+
+
+def test_greedy_with_an_opening_penalty_is_greedy_on_the_penalized_model():
+    linearizer = Linearizer(word_slots=True)
+    batch = np.array([WORDS + [EOS]], "int32")
+    for seed in range(3):
+        table = random_table(20 + seed)
+        table[:, openings(linearizer)] += 1.5  # a model that over-brackets
+        penalized = table.copy()
+        penalized[:, openings(linearizer)] -= 1.5
+        result = greedy_search(constrained(table, linearizer, 12, opening_penalty=1.5), batch,
+                               max_extra_length=12)
+        (got,), = outputs(result)
+        expected = reference_greedy(penalized, WORDS, linearizer, len(WORDS) + 13)
+        assert got == expected, (seed, as_text(got), as_text(expected))
+    with pytest.raises(ValueError, match="finite"):
+        constrained(table, linearizer, 12, opening_penalty=float("nan"))
 
 
 @pytest.mark.parametrize("linearizer", LINEARIZERS, ids=["copy", "copy-bare", "xx", "pos-bare"])

@@ -118,3 +118,35 @@ def test_predicted_pos_slots_are_also_scored_with_the_gold_tags():
     report, _, figures = _pipeline().score_parses(gold, xx)
     assert "gold_tags" not in figures and report.all.error_sentences == 0
     assert round(report.all.f1, 2) == round(100 * 10 / 11, 2)
+
+
+def test_the_dev_parse_records_its_opening_penalty_for_parse(tmp_path, capsys):
+    from keras_transformer.parsing.parser import Parser, read_opening_penalty
+    from keras_transformer.parsing.trees import parse_tree
+    from tests._parsing_fixtures import untrained_parser_run
+
+    pipeline = _pipeline()
+    run = untrained_parser_run(tmp_path / "run")
+    gold = [parse_tree("(TOP (S (NP (PRP She)) (VP (VBZ does) (RB n't)) (. .)))")]
+    # 50 nats per opening: one constituent under TOP, whatever the untrained model prefers.
+    _, figures = pipeline.evaluate_dev(str(run), gold, Linearizer(), beam_size=2,
+                                       max_extra_length=8, opening_penalty=50.0)
+    assert figures["opening_penalty"] == 50.0 and read_opening_penalty(str(run)) == 50.0
+    (parsed,) = [parse_tree(line) for line in open(run / "dev.parsed.trees")]
+    assert [type(child).__name__ for child in parsed.children] == ["Tree"]
+    assert all(child.is_preterminal() for child in parsed.children[0].children)
+    assert json.load(open(run / "parsing.json"))["word_slots"] is False  # kept
+    loaded = Parser.load(str(run), beam_size=2, max_extra_length=8)  # as parse(model=RUN)
+    assert loaded.translator.decoder.opening_penalty == 50.0
+    # The free search has no penalty to apply: the run then records none.
+    _, figures = pipeline.evaluate_dev(str(run), gold, Linearizer(), beam_size=2,
+                                       max_extra_length=8, constrained=False,
+                                       opening_penalty=50.0)
+    assert figures["opening_penalty"] == 0.0 and read_opening_penalty(str(run)) == 0.0
+    for flags, message in ((["--unconstrained", "--opening-penalty", "1"],
+                            "applies to the constrained search"),
+                           (["--opening-penalty", "inf"], "must be a finite number")):
+        assert pipeline.main(["--data-dir", str(tmp_path), "--output-dir",
+                              str(tmp_path / "other")] + flags) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

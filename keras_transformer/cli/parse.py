@@ -6,11 +6,14 @@ gives `(TOP)`. `--tokenize` tokenizes raw text first, the Penn Treebank way (nlt
 `TreebankWordTokenizer`: `pip install keras-nmt-transformer[parsing]`). Decoding defaults to
 section 6.3's settings: beam 21, alpha 0.3, output length input + 300, searching only
 well-formed trees over exactly the input words (`--unconstrained`: a free search whose outputs
-are repaired into such trees; the count of outputs that needed repair goes to stderr).
+are repaired into such trees; the count of outputs that needed repair goes to stderr), with
+the opening penalty the run's `parsing.json` records (its pipeline's dev parse used it;
+`--opening-penalty` overrides it).
 Several `--model`s parse as an ensemble (one vocabulary and one linearization, e.g. two runs
 of `pipelines/ptb_parsing.py` on the same data): the mean of their log-probabilities.
 """
 
+import math
 import sys
 import time
 
@@ -41,12 +44,16 @@ def add_arguments(parser):
     group.add_argument("--unconstrained", action="store_true",
                        help="search freely and repair malformed outputs afterwards (default: "
                             "search only well-formed trees over the input words)")
+    group.add_argument("--opening-penalty", type=float, default=None, metavar="NATS",
+                       help="subtracted from each opening bracket's log-probability in the "
+                            "constrained search (default: the run's parsing.json, else 0)")
     group.add_argument("--chunk-size", type=int, default=256, metavar="LINES",
                        help="lines read and parsed at a time (default: 256)")
 
 
 def run(args):
-    from keras_transformer.parsing.parser import Parser, read_parsing_settings
+    from keras_transformer.parsing.parser import (Parser, read_opening_penalty,
+                                                  read_parsing_settings)
 
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
@@ -61,8 +68,16 @@ def run(args):
         tokenizer = TreebankWordTokenizer()
     # Before the model loads: a run without parsing.json is refused in one line.
     linearizer = read_parsing_settings(args.model)  # several --model: an ensemble
+    penalty = args.opening_penalty
+    if args.unconstrained and penalty:
+        raise UserInputError("--opening-penalty applies to the constrained search: drop "
+                             "--unconstrained or --opening-penalty")
+    if penalty is None:
+        penalty = 0.0 if args.unconstrained else read_opening_penalty(args.model)
+    if not math.isfinite(penalty):
+        raise UserInputError(f"--opening-penalty must be a finite number, got {penalty}")
     parser = Parser(translator_from_args(args), linearizer,
-                    constrained=not args.unconstrained)
+                    constrained=not args.unconstrained, opening_penalty=penalty)
     count = repaired = 0
     start = time.perf_counter()
     with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:

@@ -8,8 +8,9 @@ is repaired into such a tree when it is not one. `Parser.last_repairs` counts wh
 call had to repair (nothing, when constrained, unless an output cap is too short for a tree).
 
 A run folder trained by `pipelines/ptb_parsing.py` holds `parsing.json` with its
-`Linearizer` options (POS tags or `XX` slots, labelled closing brackets); `Parser.load`
-reads it, and refuses a folder without one (a translation run is not a parser). Brackets in
+`Linearizer` options (POS tags or `XX` slots, labelled closing brackets) and the opening
+penalty its dev parse used (`constrained_decoding`); `Parser.load` reads it, and refuses a
+folder without one (a translation run is not a parser). Brackets in
 words are given to the model as the treebank spells them (`(` -> `-LRB-`, `:-)` ->
 `:--RRB-`: `trees.escape_brackets`), so that trees print unambiguously.
 
@@ -30,6 +31,15 @@ from keras_transformer.parsing.trees import escape_brackets, merge_same_label_un
 # size of 21 and alpha = 0.3 for both WSJ only and the semi-supervised setting."
 PAPER_DECODING = {"beam_size": 21, "alpha": 0.3, "max_extra_length": 300}
 PARSING_FILE = "parsing.json"
+
+
+def _settings_file(path):
+    """The `parsing.json` path for a run folder, `.keras` file or checkpoint prefix."""
+    path = os.fspath(path)
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if os.path.basename(folder) == "checkpoints":
+        folder = os.path.dirname(folder)
+    return folder, os.path.join(folder, PARSING_FILE)
 
 
 def read_parsing_settings(path):
@@ -56,10 +66,7 @@ def read_parsing_settings(path):
                     "linearization")
         return linearizers[0]
     path = os.fspath(path)
-    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    if os.path.basename(folder) == "checkpoints":
-        folder = os.path.dirname(folder)
-    settings = os.path.join(folder, PARSING_FILE)
+    folder, settings = _settings_file(path)
     # A checkpoint prefix RUN/checkpoints/ckpt-N names no file itself, only ckpt-N.index.
     if not (os.path.exists(path) or os.path.exists(path + ".index")):
         raise UserInputError(f"{path!r} does not exist: give a parsing run folder (trained "
@@ -78,11 +85,45 @@ def read_parsing_settings(path):
         raise UserInputError(f"cannot read the parsing settings {settings!r}: {error}") from None
 
 
-def write_parsing_settings(folder, linearizer):
+def read_opening_penalty(path):
+    """The opening penalty recorded in a run's `parsing.json` (0.0 when none is).
+
+    Args:
+        path: as `read_parsing_settings`; for an ensemble, the runs must record one
+            penalty. A model without `parsing.json` beside it records none.
+
+    Raises:
+        UserInputError: when the models of an ensemble record different penalties, or the
+            file cannot be read.
+    """
+    if isinstance(path, (list, tuple)):
+        penalties = [read_opening_penalty(one) for one in path]
+        if len(set(penalties)) > 1:
+            raise UserInputError(
+                f"the ensemble's runs record different opening penalties ({penalties}): give "
+                "one (opening_penalty=..., --opening-penalty)")
+        return penalties[0]
+    settings = _settings_file(path)[1]
+    if not os.path.isfile(settings):
+        return 0.0
+    try:
+        with open(settings, encoding="utf-8") as file:
+            value = json.load(file).get("opening_penalty", 0.0)
+        return float(value)
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise UserInputError(f"cannot read the opening penalty in {settings!r}: "
+                             f"{error}") from None
+
+
+def write_parsing_settings(folder, linearizer, opening_penalty=None):
+    """Writes `parsing.json`: the linearization, and the opening penalty when given."""
     from keras_transformer.training.output_dir import atomic_write
 
+    settings = linearizer.to_dict()
+    if opening_penalty is not None:
+        settings["opening_penalty"] = float(opening_penalty)
     with atomic_write(os.path.join(folder, PARSING_FILE)) as file:
-        json.dump(linearizer.to_dict(), file, indent=2, sort_keys=True)
+        json.dump(settings, file, indent=2, sort_keys=True)
 
 
 def _words(sentence, index):
@@ -111,6 +152,8 @@ class Parser:
             (NP the dog))` -> `(NP the dog)` (`trees.merge_same_label_unaries`; default).
             The treebank has 5 in its 273 WSJ dev trees; run 3's `wsj` model wrote 221, and
             merging them added 1.5 dev F1 (0.5 for `wsj+gum`).
+        opening_penalty: subtracted from each opening bracket's log-probability in the
+            constrained search (`constrained_decoding.TreeConstrainedDecoder`; default 0).
 
     Example:
     >>> parser = Parser.load("runs/ptb_parsing_wsj")  # doctest: +SKIP
@@ -119,12 +162,16 @@ class Parser:
     """
 
     def __init__(self, translator, linearizer=None, constrained=True,
-                 merge_same_label_unaries=True):
+                 merge_same_label_unaries=True, opening_penalty=0.0):
         self.linearizer = linearizer or Linearizer()
         self.constrained = constrained
         self.merge_same_label_unaries = merge_same_label_unaries
+        self.opening_penalty = float(opening_penalty)
         if constrained:
-            translator = constrain_translator(translator, self.linearizer)
+            translator = constrain_translator(translator, self.linearizer, self.opening_penalty)
+        elif self.opening_penalty:
+            raise ValueError("opening_penalty applies to the constrained search: give "
+                             "constrained=True, or opening_penalty=0")
         self.translator = translator
         self.last_repairs = collections.Counter()
         self.last_repaired = 0
@@ -132,7 +179,8 @@ class Parser:
     @classmethod
     def load(cls, path, beam_size=PAPER_DECODING["beam_size"], alpha=PAPER_DECODING["alpha"],
              max_extra_length=PAPER_DECODING["max_extra_length"], linearizer=None,
-             constrained=True, merge_same_label_unaries=True, **options):
+             constrained=True, merge_same_label_unaries=True, opening_penalty=None,
+             **options):
         """A parser for a run folder, a `.keras` file or a checkpoint prefix.
 
         Args:
@@ -142,6 +190,8 @@ class Parser:
             beam_size, alpha, max_extra_length: the search (default: section 6.3's).
             linearizer: default: the run's `parsing.json`.
             constrained, merge_same_label_unaries: see `Parser` (default True).
+            opening_penalty: see `Parser`; default: the one the run's `parsing.json` records
+                (its pipeline's dev parse used it), else 0 (and 0 when not constrained).
             **options: other `Translator` arguments (batch_size, ...).
 
         Raises:
@@ -152,10 +202,13 @@ class Parser:
 
         if linearizer is None:
             linearizer = read_parsing_settings(path)
+        if opening_penalty is None:
+            opening_penalty = read_opening_penalty(path) if constrained else 0.0
         translator = Translator.load(path, beam_size=beam_size, alpha=alpha,
                                      max_extra_length=max_extra_length, **options)
         return cls(translator, linearizer, constrained=constrained,
-                   merge_same_label_unaries=merge_same_label_unaries)
+                   merge_same_label_unaries=merge_same_label_unaries,
+                   opening_penalty=opening_penalty)
 
     def parse_with_repairs(self, sentences):
         """`Delinearized` results (tree and repairs) for `sentences`."""
@@ -188,8 +241,9 @@ class Parser:
     __call__ = parse
 
 
-def constrain_translator(translator, linearizer):
-    """`translator` searching only well-formed trees over its input words (a copy).
+def constrain_translator(translator, linearizer, opening_penalty=0.0):
+    """`translator` searching only well-formed trees over its input words (a copy), with
+    `opening_penalty` off each opening bracket's log-probability.
 
     Raises:
         TypeError: for a translator without a decoder and SentencePiece vocabulary (a
@@ -203,7 +257,7 @@ def constrain_translator(translator, linearizer):
                         f"{type(translator).__name__}: pass constrained=False")
     constraint = TreeConstraint.for_vocabulary(translator.vocabulary, linearizer)
     return translator.with_decoder(TreeConstrainedDecoder(
-        translator.decoder, constraint, translator.max_extra_length))
+        translator.decoder, constraint, translator.max_extra_length, opening_penalty))
 
 
 def parse(sentences, model, **options):
