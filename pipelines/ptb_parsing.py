@@ -8,8 +8,8 @@ linearizes them as Vinyals et al. (2015) (`keras_transformer.parsing.linearizati
 parsing vocabulary and a Transformer with `keras_transformer.training.train` (the translation
 trainer: words in, bracket sequence out), averages the last checkpoints, parses the WSJ dev
 set with beam 21, alpha 0.3, output length input + 300 (a search constrained to well-formed
-trees over the input words, with `--cpu` a cost per opening bracket chosen on dev;
-`--unconstrained` repairs free outputs instead), and scores it
+trees over the input words, `--opening-penalty` a cost per opening bracket; `--unconstrained`
+repairs free outputs instead), and scores it
 with EVALB's COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
 
 Two sizes:
@@ -18,13 +18,15 @@ Two sizes:
   `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with 25000-token updates:
   for an accelerator (the paper does not give the step count; 20000 here);
 - `--cpu`: a model sized for 2 CPU cores and at most 2 hours (4 layers, d_model 256, d_ff
-  1024, h 4, dropout 0.2, an 8000-piece vocabulary, updates of 2048 tokens, warm-up 500,
+  1024, h 4, dropout 0.2, a 2000-piece vocabulary, updates of 2048 tokens, warm-up 500,
   learning-rate scale 0.3, the average of the last 5 of checkpoints every 500 updates):
   the settings of benchmarks/README.md's parsing run 3 (with `--word-slots`), chosen over
-  runs 1-2 on dev loss and F1. `wsj`: 9000 updates (run 3: its dev loss flattened after
-  6000), about 100 minutes of one core of a 2-core AVX-512 EPYC; `wsj+gum`: 14000 updates
-  (run 6: 80.46 dev F1, against 77.19 after 9000), 111 minutes of both cores in run 6, part
-  of them shared with other work.
+  runs 1-2 on dev loss and F1, with the vocabulary of run 11 (2000 pieces: 77.12 dev F1 for
+  `wsj`, against 70.84 with run 3's 8000). `wsj`: 9000 updates (run 3: its dev loss
+  flattened after 6000), 67 minutes of one core of a 2-core AVX-512 EPYC with
+  `--precision mixed_bfloat16` (run 11); `wsj+gum`: 14000 updates (run 6: 80.46 dev F1,
+  against 77.19 after 9000), 111 minutes of both cores in float32 in run 6, part of them
+  shared with other work.
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
@@ -34,12 +36,13 @@ of the same gold grammar, no other data (`trees.phrase_subtrees`). Run 7 (benchm
 README.md): 71.07 dev F1 with `--phrases 1.0` against 70.84 without, so it is off by default.
 
 Outputs in the run folder (default `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
-files, `parsing.json` (the linearization and the opening penalty), `data/` (the parallel text and the vocabulary),
-`dev.parsed.trees` (the parser's trees, `XX` slots unless `--pos-tags`; `--word-slots`
-trains the decoder to copy each word into its slot, and its trees also carry `XX`), `dev.gold.trees`
-(preprocessed gold) and `dev.scored.trees` (the parses with the gold POS tags put in, which
-EVALB needs to delete punctuation in both trees alike; tags do not count in F1). The same
-command again resumes an interrupted run, or only re-scores a finished one.
+files, `parsing.json` (the linearization and the opening penalty), `data/` (the parallel
+text and the vocabulary), `dev.parsed.trees` (the parser's trees, `XX` slots unless
+`--pos-tags`; `--word-slots` trains the decoder to copy each word into its slot, and its
+trees also carry `XX`), `dev.gold.trees` (preprocessed gold) and `dev.scored.trees` (the
+parses with the gold POS tags put in, which EVALB needs to delete punctuation in both trees
+alike; tags do not count in F1). The same command again resumes an interrupted run, or only
+re-scores a finished one.
 
     python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
         [--output-dir DIR] [--train-steps N] [--phrases WEIGHT] [--gum-weight W]
@@ -68,10 +71,10 @@ PAPER_SIZE = {
 # 2 CPU cores, at most 2 hours: parsing run 3's model (benchmarks/README.md).
 CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "num_heads": 4,
             "key_dim": 64, "value_dim": 64, "dropout": 0.2, "max_length": 1024}
-CPU_VOCAB_SIZE = 8000
-# The --cpu models over-bracket; a cost per opening bracket in the search, chosen on dev
-# (parsing run 11 in benchmarks/README.md), trades that surplus back.
-CPU_OPENING_PENALTY = 0.5
+# 2000 pieces, not 8000: on 3396 trees most words are rare, and smaller pieces let a rare word
+# share what its parts have learned (parsing run 11: wsj 77.12 dev F1 against 8000's 70.84 and
+# 1000's 74.67).
+CPU_VOCAB_SIZE = 2000
 
 
 def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=False):
@@ -282,10 +285,10 @@ def main(argv=None):
                         help="search freely and repair malformed outputs afterwards, as "
                              "Vinyals et al. (default: search only well-formed trees over "
                              "the input words)")
-    parser.add_argument("--opening-penalty", type=float, default=None, metavar="NATS",
+    parser.add_argument("--opening-penalty", type=float, default=0.0, metavar="NATS",
                         help="subtracted from each opening bracket's log-probability in the "
-                             f"constrained search (default: --cpu {CPU_OPENING_PENALTY}, chosen "
-                             "on dev; otherwise 0)")
+                             "constrained search, for a model that over-brackets (default: 0; "
+                             "recorded in parsing.json for parse)")
     parser.add_argument("--dev-lines", type=int, default=None,
                         help="parse only the first N dev trees (a smoke test; default: all)")
     parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
@@ -308,8 +311,6 @@ def main(argv=None):
     linearizer = Linearizer(pos_tags=args.pos_tags, closing_labels=not args.no_closing_labels,
                             word_slots=args.word_slots)
     opening_penalty = args.opening_penalty
-    if opening_penalty is None:
-        opening_penalty = CPU_OPENING_PENALTY if args.cpu and not args.unconstrained else 0.0
     if not math.isfinite(opening_penalty):
         print(f"ptb_parsing: --opening-penalty must be a finite number, got {opening_penalty}",
               file=sys.stderr)
@@ -343,7 +344,8 @@ def main(argv=None):
         print(f"ptb_parsing: error: {error}", file=sys.stderr)
         return 2
     print(f"wsj_sample.dev, {figures['sentences']} sentences, beam {args.beam_size}, alpha "
-          f"{args.alpha}, opening penalty {figures['opening_penalty']}: parsed in {figures['parse_seconds']} s "
+          f"{args.alpha}, opening penalty {figures['opening_penalty']}: parsed in "
+          f"{figures['parse_seconds']} s "
           f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
           f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees")
     print(report.format())
