@@ -18,12 +18,13 @@ Two sizes:
   `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with 25000-token updates:
   for an accelerator (the paper does not give the step count; 20000 here);
 - `--cpu`: a model sized for 2 CPU cores and at most 2 hours (4 layers, d_model 256, d_ff
-  1024, h 4, dropout 0.2, a 2000-piece vocabulary, updates of 2048 tokens, warm-up 500,
-  learning-rate scale 0.3, the average of the last 5 of checkpoints every 500 updates):
-  the settings of benchmarks/README.md's parsing run 3 (with `--word-slots`), chosen over
-  runs 1-2 on dev loss and F1, with the vocabulary of run 11 (2000 pieces: 77.12 dev F1 for
-  `wsj`, against 70.84 with run 3's 8000). `wsj`: 9000 updates (run 3: its dev loss
-  flattened after 6000), 67 minutes of one core of a 2-core AVX-512 EPYC with
+  1024, h 4, dropout 0.2, 2000 pieces for `wsj` and 8000 for `wsj+gum`, updates of 2048
+  tokens, warm-up 500, learning-rate scale 0.3, the average of the last 5 of checkpoints
+  every 500 updates): the settings of benchmarks/README.md's parsing run 3 (with
+  `--word-slots`), chosen over runs 1-2 on dev loss and F1, with run 11's vocabulary for
+  `wsj` (2000 pieces: 77.12 dev F1, against 70.84 with run 3's 8000; `wsj+gum` with 2000
+  scored 79.14, below 8000's 80.46). `wsj`: 9000 updates (run 3: its dev loss flattened after
+  6000), 67 minutes of one core of a 2-core AVX-512 EPYC with
   `--precision mixed_bfloat16` (run 11); `wsj+gum`: 14000 updates (run 6: 80.46 dev F1,
   against 77.19 after 9000), 111 minutes of both cores in float32 in run 6, part of them
   shared with other work.
@@ -71,10 +72,10 @@ PAPER_SIZE = {
 # 2 CPU cores, at most 2 hours: parsing run 3's model (benchmarks/README.md).
 CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "num_heads": 4,
             "key_dim": 64, "value_dim": 64, "dropout": 0.2, "max_length": 1024}
-# 2000 pieces, not 8000: on 3396 trees most words are rare, and smaller pieces let a rare word
-# share what its parts have learned (parsing run 11: wsj 77.12 dev F1 against 8000's 70.84 and
-# 1000's 74.67).
-CPU_VOCAB_SIZE = 2000
+# wsj: 2000 pieces, not 8000: on 3396 trees most words are rare, and smaller pieces let a rare
+# word share what its parts have learned (parsing run 11: 77.12 dev F1 against 8000's 70.84
+# and 1000's 74.67). wsj+gum keeps 8000: with 2000 it scored 79.14 against 80.46 / 81.66.
+CPU_VOCAB_SIZE = {"wsj": 2000, "wsj+gum": 8000}
 
 
 def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=False):
@@ -263,7 +264,8 @@ def main(argv=None):
                              "wsj+gum)")
     parser.add_argument("--vocab-size", type=int, default=None,
                         help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
-                             f"{CPU_VOCAB_SIZE})")
+                             f"{CPU_VOCAB_SIZE['wsj']} wsj, {CPU_VOCAB_SIZE['wsj+gum']} "
+                             "wsj+gum)")
     parser.add_argument("--gum-weight", type=float, default=1.0,
                         help="sampling weight of the GUM trees against WSJ's 1.0")
     parser.add_argument("--phrases", type=float, default=0.0, metavar="WEIGHT",
@@ -319,7 +321,7 @@ def main(argv=None):
         print("ptb_parsing: --opening-penalty applies to the constrained search: drop "
               "--unconstrained or --opening-penalty", file=sys.stderr)
         return 2
-    vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else
+    vocab_size = args.vocab_size or (CPU_VOCAB_SIZE[args.data] if args.cpu else
                                      {"wsj": 16000, "wsj+gum": 32000}[args.data])
     try:
         from keras_transformer.training import TrainingConfig, train
