@@ -131,7 +131,18 @@ def test_average_refuses_an_output_beside_other_parsing_settings(parsing_run, tm
                      "--output", str(other / "averaged.keras")]) == 2
     assert "parsing.json" in capsys.readouterr().err
     assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]  # nothing written
-    # The same settings written before word_slots existed are this run's own.
-    (other / "parsing.json").write_text('{"closing_labels": false, "pos_tags": true}')
+    # The same linearization with another run's opening penalty: replacing the file would
+    # change how that run's model parses.
+    penalized = '{"closing_labels": false, "opening_penalty": 0.5, "pos_tags": true}'
+    (other / "parsing.json").write_text(penalized)
+    assert cli_main(["average", run.path, "--last", "3",
+                     "--output", str(other / "averaged.keras")]) == 2
+    assert "parsing.json" in capsys.readouterr().err
+    assert (other / "parsing.json").read_text() == penalized
+    assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]
+    # The same settings written before word_slots existed (and with the default penalty
+    # spelled out) are this run's own.
+    (other / "parsing.json").write_text(
+        '{"closing_labels": false, "opening_penalty": 0.0, "pos_tags": true}')
     assert cli_main(["average", run.path, "--last", "3",
                      "--output", str(other / "averaged.keras")]) == 0

@@ -7,7 +7,7 @@ last 20 for big ones. Only model weights are averaged, not optimizer state. The 
 The model carries the run's `vocab.model` inside it, and a parsing run's `parsing.json` is
 copied beside it, so that `--output` anywhere gives a model that loads as the run's own
 (`parse` reads `parsing.json` beside the model); a different `parsing.json` already there is
-refused before anything is written.
+refused before anything is written (the opening penalty counts: `parse` reads it from there).
 """
 
 import json
@@ -56,9 +56,14 @@ def _parsing_settings_to_copy(run_dir, output):
         return None
     from keras_transformer.parsing.linearization import Linearizer
 
-    # As Linearizers: a file written before an option existed means that option's default.
-    if os.path.exists(target) and (Linearizer.from_dict(_read_json(target))
-                                   != Linearizer.from_dict(_read_json(source))):
+    def settings(path):
+        # As a Linearizer and a penalty: a file written before an option existed means that
+        # option's default. The penalty is a decoding setting, but `parse` reads it from this
+        # file, so replacing it would silently change how another run's model parses.
+        values = _read_json(path)
+        return Linearizer.from_dict(values), float(values.get("opening_penalty", 0.0))
+
+    if os.path.exists(target) and settings(target) != settings(source):
         raise UserInputError(
             f"{target!r} differs from {source!r}, the parsing settings of the run averaged: "
             f"give --output a folder without a {PARSING_FILE}, or this run's own")
