@@ -61,10 +61,10 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     assert [c.weight for c in cpu.data.train] == [1.0, 0.5]
     model = cpu.transformer_config(vocab_size=320)
     assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.2)
-    # Run 3's recipe (benchmarks/README.md): updates of 2048 tokens, peak 0.00084; 14000 of
-    # them with the GUM trees (run 6), 18000 without (run 12).
+    # Run 3's recipe (benchmarks/README.md): updates of 2048 tokens, peak 0.00084; 20000 of
+    # them with the GUM trees, 18000 without (run 12).
     assert (cpu.schedule.train_steps, cpu.schedule.tokens_per_update, cpu.data.token_budget,
-            cpu.schedule.warmup_steps, cpu.schedule.learning_rate_scale) == (14000, 2048, 2048,
+            cpu.schedule.warmup_steps, cpu.schedule.learning_rate_scale) == (20000, 2048, 2048,
                                                                              500, 0.3)
     wsj_only = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True))
     assert wsj_only.schedule.train_steps == 18000
