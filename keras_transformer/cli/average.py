@@ -10,7 +10,6 @@ copied beside it, so that `--output` anywhere gives a model that loads as the ru
 refused before anything is written (the opening penalty counts: `parse` reads it from there).
 """
 
-import json
 import os
 
 HELP = "average the weights of the last N checkpoints (paper 6.1)"
@@ -30,16 +29,6 @@ def add_arguments(parser):
                         help="where to write the model (default: RUN_DIR/averaged.keras)")
 
 
-def _read_json(path):
-    from keras_transformer.errors import UserInputError
-
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (OSError, ValueError) as error:
-        raise UserInputError(f"cannot read {path!r}: {error}") from None
-
-
 def _parsing_settings_to_copy(run_dir, output):
     """The run's `parsing.json` when it has to be copied beside `output`, else None.
 
@@ -47,21 +36,21 @@ def _parsing_settings_to_copy(run_dir, output):
         UserInputError: when a different `parsing.json` is already beside `output`.
     """
     from keras_transformer.errors import UserInputError
-    from keras_transformer.parsing.parser import PARSING_FILE
+    from keras_transformer.parsing.parser import (PARSING_FILE, read_opening_penalty,
+                                                  read_parsing_settings)
 
     source = os.path.join(run_dir, PARSING_FILE)
     target = os.path.join(os.path.dirname(os.path.abspath(output)), PARSING_FILE)
     if not os.path.isfile(source) or (os.path.exists(target)
                                       and os.path.samefile(source, target)):
         return None
-    from keras_transformer.parsing.linearization import Linearizer
 
     def settings(path):
-        # As a Linearizer and a penalty: a file written before an option existed means that
-        # option's default. The penalty is a decoding setting, but `parse` reads it from this
-        # file, so replacing it would silently change how another run's model parses.
-        values = _read_json(path)
-        return Linearizer.from_dict(values), float(values.get("opening_penalty", 0.0))
+        # As `parse` reads them (a file written before an option existed means its default).
+        # The penalty is a decoding setting, but replacing it would silently change how
+        # another run's model parses.
+        folder = os.path.dirname(path)
+        return read_parsing_settings(folder), read_opening_penalty(folder)
 
     if os.path.exists(target) and settings(target) != settings(source):
         raise UserInputError(
