@@ -25,8 +25,8 @@ Two sizes:
   `wsj` (2000 pieces: 77.12 dev F1, against 70.84 with run 3's 8000; `wsj+gum` with 2000
   scored 79.14, below 8000's 80.46). `wsj`: 18000 updates (run 12: 81.97 dev F1, against
   77.12 after 9000); `wsj+gum`: 20000 updates (run 12: 84.11 and 84.39 for two seeds,
-  against 80.46 and 81.66 after 14000). About 81 and 90 minutes of steps on both cores of a
-  2-core Zen 5 EPYC with `--precision mixed_bfloat16`, 112 and 125 in float32: bfloat16 (on
+  against 80.46 and 81.66 after 14000). About 90 and 100 minutes of steps on both cores of a
+  2-core Zen 5 EPYC with `--precision mixed_bfloat16`, 115 and 128 in float32: bfloat16 (on
   a CPU with AVX512-BF16) is the way to stay inside 2 hours.
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
@@ -78,8 +78,8 @@ CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "nu
 CPU_VOCAB_SIZE = {"wsj": 2000, "wsj+gum": 8000}
 # More updates than runs 3-11 trained: the dev loss kept falling, and in parsing run 12 dev F1
 # rose from 77.12 to 81.97 for wsj (9000 -> 18000 updates) and from 80.46 / 81.66 to 84.11 /
-# 84.39 for wsj+gum (two seeds, 14000 -> 20000). Steps take about 81 / 90 minutes on two cores
-# in bfloat16, 112 / 125 in float32 (0.27 / 0.37 s per update on a Zen 5 EPYC): the 2 hours
+# 84.39 for wsj+gum (two seeds, 14000 -> 20000). Steps take about 90 / 100 minutes on two cores
+# in bfloat16, 115 / 128 in float32 (0.30 / 0.38 s per update on a Zen 5 EPYC): the 2 hours
 # need bfloat16.
 CPU_TRAIN_STEPS = {"wsj": 18000, "wsj+gum": 20000}
 
