@@ -70,6 +70,25 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     assert wsj_only.schedule.train_steps == 18000
     assert TrainingConfig.from_dict(pipeline.parsing_config(
         corpus, run, "wsj+gum", cpu=True, train_steps=50)).schedule.train_steps == 50
+    # The budget, 2 hours of training, bounds --cpu runs on any machine; the paper
+    # size has no limit; both take an explicit one, or none.
+    assert (wsj_only.schedule.max_train_minutes, cpu.schedule.max_train_minutes,
+            paper.schedule.max_train_minutes) == (120, 120, None)
+    for given, expected in ((None, None), (30.0, 30.0)):
+        assert TrainingConfig.from_dict(pipeline.parsing_config(
+            corpus, run, "wsj", cpu=True, max_train_minutes=given)
+        ).schedule.max_train_minutes == expected
+
+
+@pytest.mark.parametrize("minutes", ["-1", "nan"])
+def test_a_bad_time_limit_is_one_clear_error_before_any_work(tmp_path, data_dir, capsys,
+                                                              minutes):
+    code = _pipeline().main(["--data", "wsj", "--cpu", "--data-dir", str(data_dir),
+                             "--output-dir", str(tmp_path / "run"),
+                             "--max-train-minutes", minutes])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--max-train-minutes {minutes}" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
 def test_phrases_add_every_wsj_phrase_as_a_corpus_of_its_own(tmp_path, data_dir):

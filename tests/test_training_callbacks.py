@@ -1,16 +1,19 @@
 """Callbacks: the NaN guard stops with a clear message and keeps the last good checkpoint;
-training stops exactly at train_steps; dev BLEU keeps the best model and stops early."""
+training stops exactly at train_steps, or at the time limit counted over restarts; dev BLEU
+keeps the best model and stops early."""
 
 import json
 import math
 
 import keras
 import pytest
+import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.training import (
     DevBleu,
     NaNGuard,
+    StopAfterMinutes,
     StopAtStep,
     TrainingDivergedError,
     TrainingModel,
@@ -54,6 +57,60 @@ def test_stop_at_step(model):
     stop.on_train_batch_end(0)
     assert model.stop_training
     model.optimizer.iterations.assign(0)
+
+
+def test_stop_after_minutes_counts_the_time_of_earlier_starts(model):
+    now = [1000.0]
+    train_seconds = keras.Variable(90.0, dtype="float64", trainable=False)  # 1.5 min before
+    stop = StopAfterMinutes(2, train_seconds, clock=lambda: now[0])
+    stop.set_model(model)
+    model.stop_training = False
+    stop.on_train_begin()
+    now[0] += 29.0  # 90 + 29 = 119 s of 120
+    stop.on_train_batch_end(0)
+    assert float(train_seconds.numpy()) == 119.0 and not model.stop_training
+    now[0] += 1.0
+    stop.on_train_batch_end(1)
+    assert float(train_seconds.numpy()) == 120.0 and model.stop_training
+    # No limit: the time is still kept, and training never stops for it.
+    model.stop_training = False
+    unlimited = StopAfterMinutes(None, train_seconds, clock=lambda: now[0])
+    unlimited.set_model(model)
+    unlimited.on_train_begin()
+    now[0] += 3600.0
+    unlimited.on_train_batch_end(0)
+    assert float(train_seconds.numpy()) == 3720.0 and not model.stop_training
+
+
+def test_time_limit_ends_a_run_as_finished_and_resumes_when_raised(tmp_path, caplog):
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=10)
+    # 6 ms: spent by the first update, whatever the machine.
+    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
+                         schedule={"train_steps": 4, "max_train_minutes": 1e-4},
+                         checkpoints={"every_steps": 1, "average_last": 2})
+    first = train(config)
+    assert first.step == 1 and first.stopped_by_time
+    assert first.train_seconds >= 1e-4 * 60
+    assert "stopped by schedule.max_train_minutes" in first.summary()
+    # The final and averaged models are written as for a finished run; the checkpoint holds
+    # the time trained.
+    assert (tmp_path / "run" / "model.keras").exists()
+    assert (tmp_path / "run" / "averaged.keras").exists()
+    [checkpoint] = list_checkpoints(tmp_path / "run" / "checkpoints")
+    saved = tf.train.load_checkpoint(checkpoint).get_tensor("train_seconds/.ATTRIBUTES/VARIABLE_VALUE")
+    assert saved == pytest.approx(first.train_seconds)
+    # The same command again: the time is spent, nothing more is trained.
+    with caplog.at_level("INFO", logger="keras_transformer.training.trainer"):
+        again = train(config)
+    assert (again.step, again.resumed_from_step, again.history) == (1, 1, {})
+    assert again.stopped_by_time and again.train_seconds == pytest.approx(first.train_seconds)
+    assert any("max_train_minutes (0.0001) is spent" in r.getMessage() for r in caplog.records)
+    # A raised limit trains on to train_steps and keeps counting from the saved time.
+    config["schedule"]["max_train_minutes"] = 60
+    raised = train(config)
+    assert raised.step == 4 and raised.resumed_from_step == 1 and not raised.stopped_by_time
+    assert raised.train_seconds > first.train_seconds
+    keras.backend.clear_session()
 
 
 class _ScriptedBleu(DevBleu):

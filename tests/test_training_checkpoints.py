@@ -80,6 +80,31 @@ def test_checkpoint_without_seed_generators_resumes_with_a_warning(tmp_path, cap
                for r in caplog.records)
 
 
+def test_checkpoint_without_train_seconds_resumes_with_a_warning(tmp_path, caplog):
+    """Checkpoints written before the training time was saved: the time limit counts from
+    this start, and the rest (weights, step, seed generators) resumes."""
+    _write_steps(tmp_path, [4])
+    transformer, optimizer = _model_and_optimizer()
+    train_seconds = keras.Variable(7.0, dtype="float64", trainable=False)
+    checkpointer = Checkpointer(tmp_path, transformer, optimizer,
+                                counters={"train_seconds": train_seconds})
+    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+        assert checkpointer.restore_latest() == 4
+    assert any("holds no training time" in r.getMessage() for r in caplog.records)
+    assert float(train_seconds.numpy()) == 7.0
+    assert all(list(state.numpy()) == [4, 4]
+               for state in checkpoints_module.seed_generator_states(transformer).values())
+    # Saved from now on, and restored by the next start.
+    train_seconds.assign(42.5)
+    optimizer.iterations.assign(5)
+    checkpointer.save(5)
+    transformer, optimizer = _model_and_optimizer()
+    restored = keras.Variable(0.0, dtype="float64", trainable=False)
+    assert Checkpointer(tmp_path, transformer, optimizer,
+                        counters={"train_seconds": restored}).restore_latest() == 5
+    assert float(restored.numpy()) == 42.5
+
+
 def test_half_written_checkpoint_is_ignored(tmp_path):
     """A kill during a write leaves files that the state file does not list yet."""
     _write_steps(tmp_path, [1, 2])

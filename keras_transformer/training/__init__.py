@@ -8,7 +8,7 @@
     fused_loss.py      the pre-softmax projection and label-smoothed loss over token chunks
     checkpoints.py     crash-safe checkpoints every N minutes/steps, keep the last K
     averaging.py       average_checkpoints: the mean of the last N checkpoints' weights
-    callbacks.py       stop at the last step, NaN guard, TensorBoard logs and history
+    callbacks.py       stop at the last step or time limit, NaN guard, TensorBoard logs, history
     dev_bleu.py        DevBleu: dev sacreBLEU each evaluation, keep-best, early stopping
     output_dir.py      OutputDir: the layout of a run folder (what decoding loads)
 
@@ -26,7 +26,8 @@ import importlib
 _EXPORTS = {
     "count_real_tokens": "accumulation", "group_micro_batches": "accumulation",
     "average_checkpoints": "averaging",
-    "NaNGuard": "callbacks", "StopAtStep": "callbacks", "TrainingDivergedError": "callbacks",
+    "NaNGuard": "callbacks", "StopAtStep": "callbacks", "StopAfterMinutes": "callbacks",
+    "TrainingDivergedError": "callbacks",
     "TrainingLogger": "callbacks",
     "CheckpointCallback": "checkpoints", "Checkpointer": "checkpoints",
     "list_checkpoints": "checkpoints", "model_variables": "checkpoints",

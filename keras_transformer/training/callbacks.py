@@ -1,4 +1,5 @@
-"""Callbacks of a training run: stop at the last step, stop on NaN, log to TensorBoard.
+"""Callbacks of a training run: stop at the last step or the time limit, stop on NaN, log to
+TensorBoard.
 
 All read the `TrainingModel` counters (optimizer iterations, `tokens_seen`, `loss_seen`), so
 their numbers stay right across restarts.
@@ -37,6 +38,40 @@ class StopAtStep(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if _step(self.model) >= self.train_steps:
+            self.model.stop_training = True
+
+
+class StopAfterMinutes(keras.callbacks.Callback):
+    """Keeps `train_seconds` current and ends training at the first update that finishes
+    `max_minutes` of training wall time, counted over every start of the run (as fairseq's
+    `--stop-time-hours`): a time limit that holds on a slow machine as on a fast one.
+
+    `train_seconds` is saved with every checkpoint, so a resumed run goes on counting where
+    its checkpoint left off (the time between that checkpoint and an interruption is not
+    counted twice). Time spent in dev evaluations and checkpoint writes counts: the limit is
+    on the wall time of training.
+
+    Args:
+        max_minutes: the limit (None: no limit; `train_seconds` is still kept).
+        train_seconds: a float64 variable, seconds trained before this start.
+        clock: a function returning seconds (default `time.monotonic`; tests pass their own).
+    """
+
+    def __init__(self, max_minutes, train_seconds, clock=None):
+        super().__init__()
+        self.max_seconds = None if max_minutes is None else max_minutes * 60.0
+        self.train_seconds = train_seconds
+        self.clock = clock or time.monotonic
+        self._started = self._before = None
+
+    def on_train_begin(self, logs=None):
+        self._started = self.clock()
+        self._before = float(read_value(self.train_seconds))
+
+    def on_train_batch_end(self, batch, logs=None):
+        elapsed = self._before + self.clock() - self._started
+        self.train_seconds.assign(elapsed)
+        if self.max_seconds is not None and elapsed >= self.max_seconds:
             self.model.stop_training = True
 
 

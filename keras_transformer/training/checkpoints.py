@@ -9,7 +9,8 @@ does next, written as `checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`:
 - `seed_generators`: the state of every dropout layer's `keras.random.SeedGenerator`, so that
   a resumed run draws the dropout masks the uninterrupted run would have drawn;
 - the counters `tokens_seen`, `loss_seen`, `micro_batches_seen` (logs, and the data position
-  for runs that resume by skipping);
+  for runs that resume by skipping) and `train_seconds` (training wall time over all starts,
+  for `schedule.max_train_minutes`);
 - `data_iterator` (one-worker, one-replica runs): the training `tf.data` iterator itself
   (shuffle buffer, shuffle RNG, partly filled length buckets, epoch), so that a resumed run
   continues from the next batch without re-reading the data consumed so far. Runs under a
@@ -54,6 +55,16 @@ logger = logging.getLogger(__name__)
 # requested": a truncated file), DecodeError (a damaged object graph). A ValueError (a tensor
 # of another shape) or a failed match means another model instead, not damage.
 _READ_ERRORS = (tf.errors.OpError, IndexError, DecodeError)
+
+# State that checkpoints hold since some version, and what resuming from an older one without
+# it means.
+_ADDED_LATER = {
+    "seed_generators": "holds no dropout seed-generator state (an older format): training "
+                       "resumes with fresh dropout streams, so not exactly as an "
+                       "uninterrupted run",
+    "train_seconds": "holds no training time (an older format): schedule.max_train_minutes "
+                     "counts from this start",
+}
 
 
 def model_variables(transformer):
@@ -155,14 +166,14 @@ class Checkpointer:
         for path in reversed(paths):
             try:
                 checkpoint = self.checkpoint
-                if "seed_generators" in self._objects and not _has_key(path, "seed_generators/"):
-                    # Written before seed generators were saved: resume all the rest.
-                    logger.warning("checkpoint %s holds no dropout seed-generator state (an "
-                                   "older format): training resumes with fresh dropout "
-                                   "streams, so not exactly as an uninterrupted run", path)
+                missing = [name for name in _ADDED_LATER
+                           if name in self._objects and not _has_key(path, name + "/")]
+                for name in missing:
+                    logger.warning("checkpoint %s %s", path, _ADDED_LATER[name])
+                if missing:  # an older format: resume all the rest
                     checkpoint = tf.train.Checkpoint(**{
                         name: value for name, value in self._objects.items()
-                        if name != "seed_generators"})
+                        if name not in missing})
                 status = checkpoint.restore(path)
                 status.assert_existing_objects_matched()
                 # The data iterator, when saved, is restored later (attach_data_iterator).

@@ -121,6 +121,9 @@ class ScheduleSettings:
         accumulation_steps: micro-batches per update, overriding `tokens_per_update`.
         eval_every_steps: updates between dev evaluations (a Keras "epoch").
         log_every_steps: updates between TensorBoard points.
+        max_train_minutes: also stop after this many minutes of training wall time, counted
+            over every start of the run (fairseq's `--stop-time-hours`); the run then ends
+            as a finished one (final and averaged models). None: no limit.
     """
 
     train_steps: int = 100_000
@@ -130,6 +133,7 @@ class ScheduleSettings:
     accumulation_steps: Optional[int] = None
     eval_every_steps: int = 1000
     log_every_steps: int = 100
+    max_train_minutes: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,6 +358,7 @@ def _check_values(config):
         "schedule.accumulation_steps": config.schedule.accumulation_steps,
         "checkpoints.every_steps": config.checkpoints.every_steps,
         "checkpoints.every_minutes": config.checkpoints.every_minutes,
+        "schedule.max_train_minutes": config.schedule.max_train_minutes,
         "num_devices": config.num_devices,
     }
     for key, value in positive.items():

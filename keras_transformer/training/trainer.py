@@ -24,7 +24,12 @@ from keras_transformer.model import build_model
 from keras_transformer.schedules import build_optimizer
 from keras_transformer.training.accumulation import group_micro_batches
 from keras_transformer.training.averaging import average_checkpoints
-from keras_transformer.training.callbacks import NaNGuard, StopAtStep, TrainingLogger
+from keras_transformer.training.callbacks import (
+    NaNGuard,
+    StopAfterMinutes,
+    StopAtStep,
+    TrainingLogger,
+)
 from keras_transformer.training.checkpoints import (
     CheckpointCallback,
     Checkpointer,
@@ -54,6 +59,9 @@ class TrainingResult:
             checkpoints existed.
         history: the metrics of this call's evaluations (Keras `History.history`).
         model: the trained `Transformer` (final weights).
+        train_seconds: training wall time over every start of the run.
+        stopped_by_time: whether `schedule.max_train_minutes` ended training before
+            `schedule.train_steps`.
     """
 
     output_dir: OutputDir
@@ -65,6 +73,8 @@ class TrainingResult:
     averaged_model: Optional[str]
     history: dict
     model: object = dataclasses.field(repr=False, default=None)
+    train_seconds: float = 0.0
+    stopped_by_time: bool = False
 
     def summary(self):
         """Where the outputs went, one per line (printed by the CLI and the pipelines)."""
@@ -72,7 +82,10 @@ class TrainingResult:
         lines = []
         if self.resumed_from_step:
             lines.append(f"resumed from the checkpoint of step {self.resumed_from_step}")
-        lines.append(f"trained to step {self.step} in {run.path}")
+        lines.append(f"trained to step {self.step} in {run.path} "
+                     f"({self.train_seconds / 60:.1f} min of training)")
+        if self.stopped_by_time:
+            lines.append("  stopped by schedule.max_train_minutes before schedule.train_steps")
         lines.append(f"  final model:     {self.final_model}")
         if self.averaged_model:
             lines.append(f"  averaged model:  {self.averaged_model}")
@@ -134,6 +147,8 @@ def train(config, callbacks=None):
     # The strategy comes before any TensorFlow op: logical CPU devices must be set first.
     strategy = make_strategy(config.strategy, config.num_devices)
     chief = is_chief(strategy)
+    # Outside the strategy scope: one host variable, written by a callback between updates.
+    train_seconds = keras.Variable(0.0, dtype="float64", trainable=False, name="train_seconds")
 
     vocabulary = _prepare_vocabulary(config, run, chief)
     model_config = config.transformer_config(vocab_size=vocabulary.size)
@@ -157,22 +172,33 @@ def train(config, callbacks=None):
         checkpointer = Checkpointer(
             run.checkpoint_dir, transformer, optimizer,
             counters={"tokens_seen": model.tokens_seen, "loss_seen": model.loss_seen,
-                      "micro_batches_seen": model.micro_batches_seen},
+                      "micro_batches_seen": model.micro_batches_seen,
+                      "train_seconds": train_seconds},
             keep_last=config.checkpoints.keep_last, write=chief)
         start_step = checkpointer.restore_latest()
 
     train_steps = config.schedule.train_steps
+    max_minutes = config.schedule.max_train_minutes
+
+    def out_of_time():
+        return max_minutes is not None and float(read_value(train_seconds)) >= max_minutes * 60
+
     if start_step:
         logger.info("resuming %s from step %d (%s)", run.path, start_step, checkpointer.latest)
+    finished_before = start_step >= train_steps or out_of_time()
     history = {}
-    if start_step < train_steps:
+    if not finished_before:
         history = _fit(config, model, strategy, vocabulary, checkpointer, run, start_step,
-                       accumulation_steps, chief, callbacks)
+                       accumulation_steps, chief, callbacks, train_seconds)
     step = int(read_value(optimizer.iterations))
+    stopped_by_time = step < train_steps and out_of_time()
+    if stopped_by_time:
+        logger.info("stopped at step %d of %d: schedule.max_train_minutes (%g) is spent "
+                    "(raise it to train on)",
+                    step, train_steps, max_minutes)
 
     averaged = None
     if chief:
-        finished_before = start_step >= train_steps
         if not (finished_before and os.path.exists(run.final_model)):
             atomic_save_model(transformer, run.final_model)
         if finished_before and os.path.exists(run.averaged_model):
@@ -183,12 +209,13 @@ def train(config, callbacks=None):
         output_dir=run, step=step, resumed_from_step=start_step,
         accumulation_steps=accumulation_steps, num_replicas=num_replicas,
         final_model=run.final_model, averaged_model=averaged, history=history,
-        model=transformer,
+        model=transformer, train_seconds=float(read_value(train_seconds)),
+        stopped_by_time=stopped_by_time,
     )
 
 
 def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, accumulation_steps,
-         chief, extra_callbacks):
+         chief, extra_callbacks, train_seconds):
     from keras_transformer import data
 
     settings = config.data
@@ -236,7 +263,9 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     initial_epoch = start_step // steps_per_epoch
     epochs = initial_epoch + -(-(train_steps - start_step) // steps_per_epoch)
 
-    callbacks = [NaNGuard(last_checkpoint=lambda: checkpointer.latest), StopAtStep(train_steps)]
+    # The clock first: the checkpoint callback after it saves the time up to this update.
+    callbacks = [StopAfterMinutes(schedule.max_train_minutes, train_seconds),
+                 NaNGuard(last_checkpoint=lambda: checkpointer.latest), StopAtStep(train_steps)]
     callbacks.append(CheckpointCallback(checkpointer, config.checkpoints.every_minutes,
                                         config.checkpoints.every_steps))
     if config.dev_bleu.sentences:
