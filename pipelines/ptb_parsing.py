@@ -27,7 +27,9 @@ Two sizes:
   77.12 after 9000); `wsj+gum`: 20000 updates (run 12: 84.11 and 84.39 for two seeds,
   against 80.46 and 81.66 after 14000). About 90 and 100 minutes of steps on both cores of a
   2-core Zen 5 EPYC with `--precision mixed_bfloat16`, 115 and 128 in float32: bfloat16 (on
-  a CPU with AVX512-BF16) is the way to stay inside 2 hours.
+  a CPU with AVX512-BF16) is the way to stay inside 2 hours. And at most 120 minutes of
+  training (`--max-train-minutes`, counted over restarts): on a slower machine (a Zen 4 EPYC:
+  0.51 s per bfloat16 update) the run stops there, averages and parses what it trained.
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
@@ -46,7 +48,8 @@ alike; tags do not count in F1). The same command again resumes an interrupted r
 re-scores a finished one.
 
     python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
-        [--output-dir DIR] [--train-steps N] [--phrases WEIGHT] [--gum-weight W]
+        [--output-dir DIR] [--train-steps N] [--max-train-minutes M] [--phrases WEIGHT]
+        [--gum-weight W] [--precision float32|mixed_bfloat16]
         [--pos-tags | --word-slots] [--no-closing-labels]
         [--beam-size 21] [--alpha 0.3] [--opening-penalty NATS] [--unconstrained]
         [--dev-lines N]
