@@ -68,6 +68,9 @@ def test_unknown_keys_are_named(corpus, tmp_path, change, key):
     ({"model": {"preset": "base", "vocab_size": 100}}, r"model.vocab_size: is taken from"),
     ({"dev_bleu": {"sentences": 5}, "data": {"dev": None}}, r"dev_bleu.sentences: needs data.dev"),
     ({"dev_bleu": {"patience": 0}}, r"dev_bleu.patience: must be positive or null"),
+    ({"schedule": {"max_train_minutes": 0}}, r"schedule.max_train_minutes: must be positive"),
+    ({"schedule": {"max_train_minutes": 60}, "strategy": "multi_worker"},
+     r"schedule.max_train_minutes: .*multi_worker.*train_steps"),
 ])
 def test_wrong_types_and_values_are_named(corpus, tmp_path, change, message):
     with pytest.raises(UserInputError, match=message):

@@ -404,6 +404,11 @@ def _check_values(config):
         config.transformer_config(vocab_size=max(config.data.vocab_size, 8))
     except UserInputError as error:
         raise UserInputError(f"model: {error}") from None
+    if config.schedule.max_train_minutes is not None and config.strategy == "multi_worker":
+        # Each host would read its own clock and might stop one update before the others,
+        # which then wait in an all-reduce forever.
+        fail("schedule.max_train_minutes", "cannot stop the hosts of strategy multi_worker "
+             "at the same update; bound the run with schedule.train_steps instead")
     if config.num_devices is not None and config.strategy != "mirrored":
         fail("num_devices", f"applies to strategy 'mirrored' only (strategy is "
              f"{config.strategy!r})")
