@@ -82,8 +82,9 @@ class TrainingResult:
         lines = []
         if self.resumed_from_step:
             lines.append(f"resumed from the checkpoint of step {self.resumed_from_step}")
-        lines.append(f"trained to step {self.step} in {run.path} "
-                     f"({self.train_seconds / 60:.1f} min of training)")
+        # (A run whose checkpoints predate the clock has no time to show.)
+        minutes = f" ({self.train_seconds / 60:.1f} min of training)" if self.train_seconds else ""
+        lines.append(f"trained to step {self.step} in {run.path}{minutes}")
         if self.stopped_by_time:
             lines.append("  stopped by schedule.max_train_minutes before schedule.train_steps")
         lines.append(f"  final model:     {self.final_model}")
