@@ -69,6 +69,8 @@ def test_unknown_keys_are_named(corpus, tmp_path, change, key):
     ({"dev_bleu": {"sentences": 5}, "data": {"dev": None}}, r"dev_bleu.sentences: needs data.dev"),
     ({"dev_bleu": {"patience": 0}}, r"dev_bleu.patience: must be positive or null"),
     ({"schedule": {"max_train_minutes": 0}}, r"schedule.max_train_minutes: must be positive"),
+    ({"schedule": {"max_train_minutes": float("nan")}},
+     r"schedule.max_train_minutes: must be positive or null, got nan"),
     ({"schedule": {"max_train_minutes": 60}, "strategy": "multi_worker"},
      r"schedule.max_train_minutes: .*multi_worker.*train_steps"),
 ])

@@ -361,11 +361,12 @@ def _check_values(config):
         "schedule.max_train_minutes": config.schedule.max_train_minutes,
         "num_devices": config.num_devices,
     }
+    # `not value > 0` also refuses NaN (YAML's .nan), which every comparison would let through.
     for key, value in positive.items():
-        if value <= 0:
+        if not value > 0:
             fail(key, f"must be positive, got {value}")
     for key, value in optional_positive.items():
-        if value is not None and value <= 0:
+        if value is not None and not value > 0:
             fail(key, f"must be positive or null, got {value}")
     bleu = config.dev_bleu
     if bleu.sentences < 0:
