@@ -22,6 +22,7 @@ _EXPORTS = {
     "Transformer": "keras_transformer.model",
     "build_model": "keras_transformer.model",
     "NoamSchedule": "keras_transformer.schedules",
+    "LinearDecaySchedule": "keras_transformer.schedules",
     "build_optimizer": "keras_transformer.schedules",
     "FusedAdam": "keras_transformer.optimizers",
     "BeamSearch": "keras_transformer.decoding",

@@ -1,4 +1,5 @@
 import keras
+import pytest
 
 import keras_transformer as kt
 
@@ -47,3 +48,38 @@ def test_optimizer_is_the_papers_adam():
     optimizer = kt.build_optimizer(d_model=512, warmup_steps=10, scale=2.0)
     optimizer.iterations.assign(99)
     assert abs(float(optimizer.learning_rate) / 8.8388e-3 - 1) < 1e-4
+
+
+def test_linear_decay_against_hand_values():
+    # d_model 256, warmup 500, scale 0.3 (the --cpu parsing recipe's), to 0 at update 14000:
+    #   peak (step_num 500) = 0.3 * (256 * 500)^-0.5 = 0.3 / 357.77 = 8.3853e-4, NoamSchedule's
+    #   step_num 250:   half the peak (warmup)              = 4.1926e-4
+    #   step_num 7250:  (14000 - 7250) / 13500 = 0.5 of it  = 4.1926e-4
+    #   step_num 14000: 0, and past it still 0 (not negative)
+    schedule = kt.LinearDecaySchedule(d_model=256, warmup_steps=500, total_steps=14000,
+                                      scale=0.3)
+    noam = kt.NoamSchedule(d_model=256, warmup_steps=500, scale=0.3)
+    assert abs(float(schedule(499)) / 8.3853e-4 - 1) < 1e-4
+    assert abs(float(schedule(499)) - float(noam(499))) < 1e-10
+    for step_num, expected in ((250, 4.1926e-4), (7250, 4.1926e-4)):
+        assert abs(float(schedule(step_num - 1)) / expected - 1) < 1e-4, step_num
+    assert float(schedule(13999)) == 0.0 and float(schedule(20000)) == 0.0
+    # Straight: equal steps, equal drops.
+    values = [float(schedule(s)) for s in (3999, 6999, 9999)]
+    assert abs((values[0] - values[1]) - (values[1] - values[2])) < 1e-9
+    restored = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule))
+    assert isinstance(restored, kt.LinearDecaySchedule)
+    assert float(restored(7249)) == float(schedule(7249))
+
+
+def test_build_optimizer_decay_choice():
+    optimizer = kt.build_optimizer(256, 500, 0.3, decay="linear", total_steps=14000)
+    assert isinstance(optimizer._learning_rate, kt.LinearDecaySchedule)
+    optimizer.iterations.assign(7249)
+    assert abs(float(optimizer.learning_rate) / 4.1926e-4 - 1) < 1e-4
+    for bad, message in (({"decay": "cosine"}, "decay must be one of"),
+                         ({"decay": "linear"}, "needs total_steps"),
+                         ({"decay": "linear", "total_steps": 400}, "below total_steps")):
+        with pytest.raises(ValueError, match=message):
+            kt.build_optimizer(256, 500, **bad)

@@ -115,6 +115,10 @@ class ScheduleSettings:
         train_steps: optimizer updates in all (100000 base, 300000 big).
         warmup_steps: warmup of the Noam schedule (4000).
         learning_rate_scale: factor on the schedule (1.0 in the paper).
+        decay: after the warmup, "rsqrt" (the paper's equation 3, `NoamSchedule`) or
+            "linear": from the same peak straight down to 0 at `train_steps`
+            (`LinearDecaySchedule`, fairseq's `polynomial_decay`; raising `train_steps` on
+            resume lifts the rate again).
         tokens_per_update: target tokens per optimizer update (paper: about 25000). Micro-
             batches of `token_budget` per replica are accumulated to reach it:
             `accumulation_steps = ceil(tokens_per_update / (token_budget * replicas))`.
@@ -129,6 +133,7 @@ class ScheduleSettings:
     train_steps: int = 100_000
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    decay: Literal["rsqrt", "linear"] = "rsqrt"
     tokens_per_update: int = 25_000
     accumulation_steps: Optional[int] = None
     eval_every_steps: int = 1000
@@ -379,6 +384,11 @@ def _check_values(config):
         fail("dev_bleu.sentences", "needs data.dev as source/target files")
     if config.schedule.learning_rate_scale <= 0:
         fail("schedule.learning_rate_scale", "must be positive")
+    if config.schedule.decay == "linear" and \
+            not config.schedule.warmup_steps < config.schedule.train_steps:
+        fail("schedule.warmup_steps", f"({config.schedule.warmup_steps}) must be below "
+             f"schedule.train_steps ({config.schedule.train_steps}) with decay 'linear', "
+             "which falls from the warmup's end to 0 at train_steps")
     if not config.data.train:
         fail("data.train", "needs at least one corpus")
     for index, corpus in enumerate(config.data.train):

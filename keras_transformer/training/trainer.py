@@ -164,7 +164,8 @@ def train(config, callbacks=None):
         policy = None if config.precision == "float32" else config.precision
         transformer = build_model(model_config, dtype=policy)
         optimizer = build_optimizer(model_config.d_model, config.schedule.warmup_steps,
-                                    config.schedule.learning_rate_scale)
+                                    config.schedule.learning_rate_scale,
+                                    config.schedule.decay, config.schedule.train_steps)
         if config.precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model = TrainingModel(transformer)
