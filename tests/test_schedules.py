@@ -83,3 +83,38 @@ def test_build_optimizer_decay_choice():
                          ({"decay": "linear", "total_steps": 400}, "below total_steps")):
         with pytest.raises(ValueError, match=message):
             kt.build_optimizer(256, 500, **bad)
+
+
+def test_linear_decay_ends_with_the_time_budget_when_it_binds_first():
+    elapsed = keras.Variable(0.0, dtype="float64", trainable=False)
+    schedule = kt.LinearDecaySchedule(d_model=256, warmup_steps=500, total_steps=14000,
+                                      scale=0.3, time_budget=7200.0, elapsed=elapsed)
+    peak = 0.3 * (256 * 500) ** -0.5
+    # Time behind the steps: the step-only line (step_num 7250: half the peak).
+    elapsed.assign(600.0)
+    assert abs(float(schedule(7249)) / (peak / 2) - 1) < 1e-4
+    # Time ahead: 5400 s of 7200 is 3/4 spent, 1/4 left of the line's 1 - 500/14000:
+    #   peak * 0.25 / 0.964286 = peak * 0.259259 (hand value), at any step before it.
+    elapsed.assign(5400.0)
+    assert abs(float(schedule(7249)) / (peak * 0.259259) - 1) < 1e-4
+    assert abs(float(schedule(2999)) / (peak * 0.259259) - 1) < 1e-4
+    # Still rising in the warmup when that is lower: step_num 100 is 0.2 of the peak.
+    assert abs(float(schedule(99)) / (peak * 0.2) - 1) < 1e-4
+    # Spent: 0, and never negative past it.
+    for seconds in (7200.0, 9000.0):
+        elapsed.assign(seconds)
+        assert float(schedule(7249)) == 0.0
+    # A compiled step reads the variable at every call, not once when traced.
+    import tensorflow as tf
+
+    compiled = tf.function(lambda: schedule(7249))
+    elapsed.assign(600.0)
+    assert abs(float(compiled()) / (peak / 2) - 1) < 1e-4
+    elapsed.assign(5400.0)
+    assert abs(float(compiled()) / (peak * 0.259259) - 1) < 1e-4
+    # Serialized without the variable: the restored schedule counts steps only.
+    restored = kt.LinearDecaySchedule.from_config(schedule.get_config())
+    assert restored.time_budget == 7200.0 and restored.elapsed is None
+    assert abs(float(restored(7249)) / (peak / 2) - 1) < 1e-4
+    with pytest.raises(ValueError, match="time_budget must be positive"):
+        kt.LinearDecaySchedule(256, 500, 14000, time_budget=0)

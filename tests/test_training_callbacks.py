@@ -113,6 +113,44 @@ def test_time_limit_ends_a_run_as_finished_and_resumes_when_raised(tmp_path, cap
     keras.backend.clear_session()
 
 
+def test_linear_decay_ends_at_the_time_limit_in_a_run(tmp_path, monkeypatch):
+    """`schedule.decay: linear` with `max_train_minutes` reaches the trainer's optimizer: with
+    a clock at 60 s per update and a 6-minute limit, the time binds before the 12 steps and
+    the rate falls to 0 with it (hand values below), where steps alone would give 0.6 of the
+    peak at the last update."""
+    import keras_transformer.training.callbacks as callbacks_module
+
+    class FakeTime:
+        now = 0.0
+
+        @classmethod
+        def monotonic(cls):
+            return cls.now
+
+    class Record(keras.callbacks.Callback):
+        rates = []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            # The rate of the coming update; the clock reads the time that update will end.
+            self.rates.append(float(keras.ops.convert_to_numpy(
+                self.model.optimizer.learning_rate)))
+            FakeTime.now = 60.0 * (int(self.model.optimizer.iterations.numpy()) + 1)
+
+    monkeypatch.setattr(callbacks_module, "time", FakeTime)
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=5)
+    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
+                         schedule={"train_steps": 12, "warmup_steps": 2, "decay": "linear",
+                                   "max_train_minutes": 6, "eval_every_steps": 12})
+    result = train(config, callbacks=[Record()])
+    assert result.step == 6 and result.stopped_by_time
+    # peak = (d_model 32 * warmup 2)^-0.5 = 0.125. Update u (1-based) sees 60 (u - 1) s of
+    # the 360 spent: rate = peak * min(u / 2, (1 - max(u / 12, (u - 1) / 6)) / (1 - 2 / 12)):
+    # u = 1: 0.5 (warmup); 2: 1.0; 3: (1 - 1/3) / (5/6) = 0.8; 4: 0.6; 5: 0.4; 6: 0.2.
+    expected = [0.125 * f for f in (0.5, 1.0, 0.8, 0.6, 0.4, 0.2)]
+    assert Record.rates == pytest.approx(expected, rel=1e-5)
+    keras.backend.clear_session()
+
+
 class _ScriptedBleu(DevBleu):
     """DevBleu with scores given in advance instead of decoding."""
 

@@ -117,8 +117,9 @@ class ScheduleSettings:
         learning_rate_scale: factor on the schedule (1.0 in the paper).
         decay: after the warmup, "rsqrt" (the paper's equation 3, `NoamSchedule`) or
             "linear": from the same peak straight down to 0 at `train_steps`
-            (`LinearDecaySchedule`, fairseq's `polynomial_decay`; raising `train_steps` on
-            resume lifts the rate again).
+            (`LinearDecaySchedule`, fairseq's `polynomial_decay`), or at `max_train_minutes`
+            when the time runs out first (the rate then depends on the machine's speed).
+            Raising `train_steps` or the time limit on resume lifts the rate again.
         tokens_per_update: target tokens per optimizer update (paper: about 25000). Micro-
             batches of `token_budget` per replica are accumulated to reach it:
             `accumulation_steps = ceil(tokens_per_update / (token_budget * replicas))`.

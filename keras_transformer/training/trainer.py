@@ -160,12 +160,15 @@ def train(config, callbacks=None):
     accumulation_steps = config.accumulation_steps(num_replicas)
     if config.seed is not None:
         keras.utils.set_random_seed(config.seed)
+    max_seconds = (None if config.schedule.max_train_minutes is None
+                   else config.schedule.max_train_minutes * 60.0)
     with strategy.scope():
         policy = None if config.precision == "float32" else config.precision
         transformer = build_model(model_config, dtype=policy)
         optimizer = build_optimizer(model_config.d_model, config.schedule.warmup_steps,
                                     config.schedule.learning_rate_scale,
-                                    config.schedule.decay, config.schedule.train_steps)
+                                    config.schedule.decay, config.schedule.train_steps,
+                                    time_budget=max_seconds, elapsed=train_seconds)
         if config.precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model = TrainingModel(transformer)
