@@ -69,7 +69,7 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     wsj_only = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True))
     assert wsj_only.schedule.train_steps == 18000
     assert TrainingConfig.from_dict(pipeline.parsing_config(
-        corpus, run, "wsj+gum", cpu=True, train_steps=50)).schedule.train_steps == 50
+        corpus, run, "wsj+gum", cpu=True, train_steps=600)).schedule.train_steps == 600
     # The budget, 2 hours of training, bounds --cpu runs on any machine; the paper
     # size has no limit; both take an explicit one, or none.
     assert (wsj_only.schedule.max_train_minutes, cpu.schedule.max_train_minutes,
@@ -78,6 +78,11 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
         assert TrainingConfig.from_dict(pipeline.parsing_config(
             corpus, run, "wsj", cpu=True, max_train_minutes=given)
         ).schedule.max_train_minutes == expected
+    # Linear decay to 0 for --cpu wsj+gum (run 14); wsj and the paper size keep the paper's.
+    assert (cpu.schedule.decay, wsj_only.schedule.decay, paper.schedule.decay) == (
+        "linear", "rsqrt", "rsqrt")
+    assert TrainingConfig.from_dict(pipeline.parsing_config(
+        corpus, run, "wsj", cpu=True, decay="linear")).schedule.decay == "linear"
 
 
 @pytest.mark.parametrize("minutes", ["-1", "nan"])

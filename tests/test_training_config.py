@@ -73,7 +73,8 @@ def test_unknown_keys_are_named(corpus, tmp_path, change, key):
      r"schedule.max_train_minutes: must be positive or null, got nan"),
     ({"schedule": {"decay": "cosine"}}, r"schedule.decay must be 'rsqrt' or 'linear'"),
     ({"schedule": {"decay": "linear", "warmup_steps": 500, "train_steps": 500}},
-     r"schedule.warmup_steps: \(500\) must be below schedule.train_steps \(500\)"),
+     r"schedule.warmup_steps: \(500\) must be below schedule.train_steps \(500\).*raise "
+     r"train_steps, lower warmup_steps, or use decay 'rsqrt'"),
     ({"schedule": {"max_train_minutes": 60}, "strategy": "multi_worker"},
      r"schedule.max_train_minutes: .*multi_worker.*train_steps"),
 ])

@@ -389,7 +389,8 @@ def _check_values(config):
             not config.schedule.warmup_steps < config.schedule.train_steps:
         fail("schedule.warmup_steps", f"({config.schedule.warmup_steps}) must be below "
              f"schedule.train_steps ({config.schedule.train_steps}) with decay 'linear', "
-             "which falls from the warmup's end to 0 at train_steps")
+             "which falls from the warmup's end to 0 at train_steps: raise train_steps, "
+             "lower warmup_steps, or use decay 'rsqrt'")
     if not config.data.train:
         fail("data.train", "needs at least one corpus")
     for index, corpus in enumerate(config.data.train):
