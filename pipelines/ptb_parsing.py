@@ -30,6 +30,9 @@ Two sizes:
   a CPU with AVX512-BF16) is the way to stay inside 2 hours. And at most 120 minutes of
   training (`--max-train-minutes`, counted over restarts): on a slower machine (a Zen 4 EPYC:
   0.51 s per bfloat16 update) the run stops there, averages and parses what it trained.
+  `wsj+gum` lowers the rate linearly to 0 after the warm-up, at the last update or the time
+  limit, whichever comes first (`--decay linear`; run 14: 83.21 dev F1 after 14000 updates,
+  against 80.46 / 81.66 with the paper's inverse square root).
 
 With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
 3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`).
