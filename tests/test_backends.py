@@ -192,3 +192,41 @@ def test_constrained_parsing_search_compiles_without_tensorflow(backend):
     # An untrained model's outputs are arbitrary: only the constraint makes them trees. On JAX
     # the search runs under jax.jit, as Translator runs it.
     assert f"OK {backend}" in run_without_tensorflow(backend, CONSTRAINED_PARSE)
+
+
+NO_CUDNN_TRY_FOR_PADDING_MASKS = """
+    import numpy as np
+    import jax
+    import keras
+    from keras.src.backend.jax import nn as jax_nn
+
+    from keras_transformer.layers import ScaledDotProductAttention
+
+    # As on a GPU with cuDNN: Keras would try cuDNN's attention first. Record what is tried.
+    jax_nn._can_use_flash_attention = lambda *args, **kwargs: True
+    tried = []
+    original = jax.nn.dot_product_attention
+
+    def recording(*args, implementation=None, **kwargs):
+        tried.append(implementation)
+        return original(*args, implementation=implementation, **kwargs)
+
+    jax.nn.dot_product_attention = recording
+    attention = ScaledDotProductAttention()
+    q = np.random.default_rng(0).normal(size=(2, 3, 2, 8)).astype("float32")
+    kv = np.random.default_rng(1).normal(size=(2, 4, 2, 8)).astype("float32")
+    padding = np.array([[True, True, True, False], [True, True, False, False]])[:, None, None]
+    attention(q, kv, kv, attention_mask=padding)
+    assert tried == ["xla"], tried
+    tried.clear()
+    causal = np.tril(np.ones((3, 4), bool))[None, None]
+    attention(q, kv, kv, attention_mask=causal)
+    assert tried[0] == "cudnn", tried  # a full mask still gets the fused kernel's try
+    print("OK", keras.backend.backend())
+"""
+
+
+def test_padding_masks_skip_the_cudnn_attention_that_refuses_them():
+    # On a GPU, cuDNN refused [batch, 1, 1, keys] masks and Keras logged a traceback at every
+    # trace before using XLA's attention (benchmarks/README.md, parsing on a GPU).
+    assert "OK jax" in run_without_tensorflow("jax", NO_CUDNN_TRY_FOR_PADDING_MASKS)
