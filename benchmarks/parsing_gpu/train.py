@@ -91,7 +91,9 @@ dev = split("dev_src")
 if args.dev_lines:
     dev = dev[:args.dev_lines]
 
-# t2t boundaries (min 8, x1.1) up to 1024
+# data.batching.bucket_boundaries(1024) written out (its last boundary is 1025, this 1069: the
+# same one pair per batch there), as that module imports TensorFlow, which
+# the GPU machine does not have.
 bounds = [8]
 while bounds[-1] < 1025:
     bounds.append(max(bounds[-1] + 1, int(bounds[-1] * 1.1)))
