@@ -124,3 +124,42 @@ def test_seed_draws_weights_dropout_and_batch_order_but_not_the_corpus(tmp_path)
     other = TrainingConfig.from_dict(quickstart.training_config(tmp_path, corpus, 1800, seed=7))
     assert (other.seed, other.data.seed) == (7, 7)
     assert other.data.train == default.data.train and other.data.dev == default.data.dev
+
+
+def _config_main_trains_with(monkeypatch, tmp_path, *args):
+    """The TrainingConfig `quickstart.main(args)` hands to `train` (which is stubbed out)."""
+    import keras_transformer.training as training
+    from keras_transformer.training.config import TrainingConfig
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_train(values):
+        seen.append(TrainingConfig.from_dict(values))
+        raise Stop
+
+    monkeypatch.setattr(training, "train", fake_train)
+    with pytest.raises(Stop):
+        _quickstart().main(["--output-dir", str(tmp_path / "run"), *args])
+    return seen[0].schedule
+
+
+def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch,
+                                                                              tmp_path):
+    # The default: 1800 updates or 6.5 minutes, the rate falling linearly to 0 at whichever
+    # end comes first, after the recorded 300-update warm-up.
+    schedule = _config_main_trains_with(monkeypatch, tmp_path)
+    assert (schedule.train_steps, schedule.warmup_steps) == (1800, 300)
+    assert (schedule.decay, schedule.max_train_minutes) == ("linear", 6.5)
+    # 0 lifts the limit; the paper's schedule stays one option away.
+    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--max-train-minutes", "0",
+                                        "--decay", "rsqrt")
+    assert (schedule.decay, schedule.max_train_minutes) == ("rsqrt", None)
+    # A shortened run (the tests' 8 updates) warms up for a sixth of it, so that the linear
+    # line has updates left to fall over (a longer warm-up is refused).
+    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "8")
+    assert (schedule.train_steps, schedule.warmup_steps, schedule.decay) == (8, 1, "linear")
+    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "900")
+    assert schedule.warmup_steps == 150
