@@ -18,7 +18,7 @@ def _quickstart():
 
 
 def test_short_quickstart_produces_every_output(tmp_path):
-    # Short: 8 updates (4 evaluations, 8 checkpoints, 5 averaged) and beam 1, so the export
+    # Short: 8 updates (4 evaluations, 8 checkpoints, 3 averaged) and beam 1, so the export
     # compiles one search instead of four (the export's own cost, most of this test's time).
     run, exports = tmp_path / "run", tmp_path / "saved_models"
     result = subprocess.run(
@@ -143,23 +143,41 @@ def _config_main_trains_with(monkeypatch, tmp_path, *args):
     monkeypatch.setattr(training, "train", fake_train)
     with pytest.raises(Stop):
         _quickstart().main(["--output-dir", str(tmp_path / "run"), *args])
-    return seen[0].schedule
+    return seen[0]
 
 
 def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch,
                                                                               tmp_path):
     # The default: 1800 updates or 6.5 minutes, the rate falling linearly to 0 at whichever
     # end comes first, after the recorded 300-update warm-up.
-    schedule = _config_main_trains_with(monkeypatch, tmp_path)
+    config = _config_main_trains_with(monkeypatch, tmp_path)
+    schedule = config.schedule
     assert (schedule.train_steps, schedule.warmup_steps) == (1800, 300)
     assert (schedule.decay, schedule.max_train_minutes) == ("linear", 6.5)
+    # The average is of the last 3 of checkpoints every 180 updates: with the rate falling to
+    # 0, the last 5 reached back into the high rate and scored lower.
+    assert (config.checkpoints.every_steps, config.checkpoints.average_last) == (180, 3)
     # 0 lifts the limit; the paper's schedule stays one option away.
     schedule = _config_main_trains_with(monkeypatch, tmp_path, "--max-train-minutes", "0",
-                                        "--decay", "rsqrt")
+                                        "--decay", "rsqrt").schedule
     assert (schedule.decay, schedule.max_train_minutes) == ("rsqrt", None)
     # A shortened run (the tests' 8 updates) warms up for a sixth of it, so that the linear
     # line has updates left to fall over (a longer warm-up is refused).
-    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "8")
+    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "8").schedule
     assert (schedule.train_steps, schedule.warmup_steps, schedule.decay) == (8, 1, "linear")
-    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "900")
+    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--steps", "900").schedule
     assert schedule.warmup_steps == 150
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-train-minutes", "-1"], "--max-train-minutes -1.0: give minutes > 0, or 0"),
+    (["--max-train-minutes", "nan"], "--max-train-minutes nan"),
+    (["--steps", "1"], "--steps 1: give at least 2 updates"),
+    (["--steps", "0", "--decay", "rsqrt"], "--steps 0: give at least 2 updates"),
+])
+def test_a_bad_option_is_one_line_before_any_work(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        _quickstart().main(["--output-dir", str(tmp_path / "run"), *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
