@@ -13,11 +13,11 @@
 5. draws the learning curve and an attention heat map (PNG) next to the outputs.
 
     python pipelines/quickstart.py [--output-dir runs/quickstart] [--steps 1800]
-                                   [--max-train-minutes 6.5] [--decay linear]
+                                   [--max-train-minutes 6] [--decay linear]
 
-Training ends after 1800 updates or 6.5 minutes, whichever comes first, with the learning rate
+Training ends after 1800 updates or 6 minutes, whichever comes first, with the learning rate
 falling linearly to 0 at that end (`LinearDecaySchedule` with a time budget): a fast 2-core
-machine (0.17 s per update) does the 1800 updates, a slower one fewer (a Zen 4 EPYC: about
+machine (0.17 s per update) does the 1800 updates, a slower one fewer (a Zen 4 EPYC: about 1000-
 1100), and either way the whole job stays within about 10 minutes with a model trained to the
 end of its schedule. `--max-train-minutes 0` trains every update whatever it takes;
 `--decay rsqrt` is the paper's schedule (the recipe recorded before 2026-11-27). The other
@@ -189,9 +189,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=1800,
                         help="training updates at most (default: 1800; 1500 with the paper's "
                              "schedule left a clock phrase wrong, benchmarks/README.md)")
-    parser.add_argument("--max-train-minutes", type=float, default=6.5,
+    parser.add_argument("--max-train-minutes", type=float, default=6.0,
                         help="training wall time at most, evaluations included; the linear "
-                             "rate reaches 0 there if it comes before --steps (default: 6.5, "
+                             "rate reaches 0 there if it comes before --steps (default: 6, "
                              "so the job takes about 10 minutes on a slow 2-core machine; 0: "
                              "no limit)")
     parser.add_argument("--decay", choices=("linear", "rsqrt"), default="linear",

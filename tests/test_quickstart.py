@@ -148,12 +148,12 @@ def _config_main_trains_with(monkeypatch, tmp_path, *args):
 
 def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch,
                                                                               tmp_path):
-    # The default: 1800 updates or 6.5 minutes, the rate falling linearly to 0 at whichever
+    # The default: 1800 updates or 6 minutes, the rate falling linearly to 0 at whichever
     # end comes first, after the recorded 300-update warm-up.
     config = _config_main_trains_with(monkeypatch, tmp_path)
     schedule = config.schedule
     assert (schedule.train_steps, schedule.warmup_steps) == (1800, 300)
-    assert (schedule.decay, schedule.max_train_minutes) == ("linear", 6.5)
+    assert (schedule.decay, schedule.max_train_minutes) == ("linear", 6.0)
     # The average is of the last 3 of checkpoints every 180 updates: with the rate falling to
     # 0, the last 5 reached back into the high rate and scored lower.
     assert (config.checkpoints.every_steps, config.checkpoints.average_last) == (180, 3)
