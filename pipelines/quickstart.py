@@ -17,8 +17,8 @@
 
 Training ends after 1800 updates or 6 minutes, whichever comes first, with the learning rate
 falling linearly to 0 at that end (`LinearDecaySchedule` with a time budget): a fast 2-core
-machine (0.17 s per update) does the 1800 updates, a slower one fewer (a Zen 4 EPYC: about 1000-
-1100), and either way the whole job stays within about 10 minutes with a model trained to the
+machine (0.17 s per update) does the 1800 updates, a slower one fewer (a Zen 4 EPYC: about
+1000), and either way the whole job stays within about 10 minutes with a model trained to the
 end of its schedule. `--max-train-minutes 0` trains every update whatever it takes;
 `--decay rsqrt` is the paper's schedule (the recipe recorded before 2026-11-27). The other
 options shorten the run (the tests run it with a few steps, sentences and beam 1).
