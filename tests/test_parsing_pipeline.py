@@ -60,7 +60,8 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     assert cpu.model["d_model"] == 256 and cpu.data.vocab == corpus["vocab"]
     assert [c.weight for c in cpu.data.train] == [1.0, 0.5]
     model = cpu.transformer_config(vocab_size=320)
-    assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.2)
+    # Dropout 0.1 with the GUM trees (run 17: 84.03 against 0.2's 81.42), 0.2 on WSJ alone.
+    assert (model.num_layers, model.d_model, model.dropout) == (4, 256, 0.1)
     # Run 3's recipe (benchmarks/README.md): updates of 2048 tokens, peak 0.00084; 20000 of
     # them with the GUM trees, 18000 without (run 12).
     assert (cpu.schedule.train_steps, cpu.schedule.tokens_per_update, cpu.data.token_budget,
@@ -68,6 +69,7 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
                                                                              500, 0.3)
     wsj_only = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True))
     assert wsj_only.schedule.train_steps == 18000
+    assert wsj_only.transformer_config(vocab_size=320).dropout == 0.2
     assert TrainingConfig.from_dict(pipeline.parsing_config(
         corpus, run, "wsj+gum", cpu=True, train_steps=600)).schedule.train_steps == 600
     # The issue's budget, 2 hours of training, bounds --cpu runs on any machine; the paper
