@@ -86,8 +86,8 @@ CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "nu
             "key_dim": 64, "value_dim": 64, "dropout": 0.2, "max_length": 1024}
 # wsj+gum: dropout 0.1. With four times the trees, less regularization learns faster within
 # the 2 hours: parsing run 17 (benchmarks/README.md), the README command on the Zen 4 machine
-# with dropout 0.1, reached 84.03 dev F1 (dev loss 1.431 at 12993 updates) against 81.42 for
-# 0.2 (run 15, 11567 updates; its dev loss at 11500, 1.491, was 0.1's at 7000). wsj keeps 0.2:
+# with dropout 0.1, reached 84.03 dev F1 (dev loss 1.430 at 12993 updates) against 81.42 for
+# 0.2 (run 15, 11567 updates; its final dev loss, 1.491, 0.1 had by 7000). wsj keeps 0.2:
 # on 3396 trees it overfits sooner (run 8: 0.3 was worse; 0.1 is not measured there).
 CPU_DROPOUT = {"wsj": 0.2, "wsj+gum": 0.1}
 # wsj: 2000 pieces, not 8000: on 3396 trees most words are rare, and smaller pieces let a rare
