@@ -75,7 +75,7 @@ def training_config(output_dir, corpus, steps, dev_bleu_sentences=100, beam_size
             "train": [{"source": str(corpus["train"][0]), "target": str(corpus["train"][1])}],
             "dev": {"source": str(corpus["dev"][0]), "target": str(corpus["dev"][1])},
             "vocab_size": 1000, "token_budget": 3072, "max_length": 64,
-            "shuffle_buffer": 50000,  # the whole training split (about 25000 lines)
+            "shuffle_buffer": 50000,  # the whole training split (about 26000 lines)
             "seed": seed,
         },
         # The warm-up is a sixth of a shortened run: a linear line must start after it.

@@ -7,6 +7,7 @@ from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import (TransformerEncoder, TransformerEncoderLayer,
                                               padding_mask)
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
                                                  SinusoidalPositionalEncoding,

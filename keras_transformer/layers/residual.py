@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,7 +36,7 @@ class ResidualConnection(keras.layers.Layer):
         self.dropout = dropout
         self.norm_position = norm_position
         self.epsilon = epsilon
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 

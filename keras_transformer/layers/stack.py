@@ -4,6 +4,7 @@ the embedded input (5.4), N identical layers, and with pre-norm a final LayerNor
 import keras
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
                                                  SinusoidalPositionalEncoding)
 
@@ -45,8 +46,8 @@ class TransformerStack(keras.layers.Layer):
         self.transformer_layers = [self.layer_class(**self.layer_args, dtype=policy,
                                                     name=f"layer_{i}")
                                    for i in range(num_layers)]
-        self.final_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
-                                                           dtype=policy, name="final_norm")
+        self.final_norm = (LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy,
+                                              name="final_norm")
                            if norm_position == "pre" else None)
 
     def build_stack(self, embedded_shape, *other_shapes):

@@ -1,0 +1,165 @@
+"""One layer normalization of a training step, forward and backward: Keras's, ours, PyTorch's.
+
+Times `LayerNormalization()(x)` and the gradients of `sum(y * w)` (a fixed random `w`) with
+respect to `x`, gamma and beta, on one activation of a config's train step (`--configs`: the
+Multi30k recipe's 8192 x 128, the parsing `--cpu` recipe's 2048 x 256, `train_throughput.py`'s
+`small` 1024 x 256 and `base` 1024 x 512), in float32 and bfloat16 (the compute dtype of
+`mixed_bfloat16`; gamma and beta stay float32, as under that policy):
+
+- `identity`: the same function without the normalization (the floor);
+- `keras`: `keras.layers.LayerNormalization` in a `tf.function` (no XLA): `moments` and
+  autodiff;
+- `ours`: `keras_transformer.layers.LayerNormalization` (the gradient in closed form);
+- `torch`: `torch.nn.functional.layer_norm` with autograd, PyTorch's default threads. Skipped
+  with one line when PyTorch is not installed.
+
+Each row is the best of `--repeats` windows of `--steps` calls, the rows' windows taking
+turns (`dropout_throughput.best_milliseconds`). Ours is also checked against Keras's on the
+same input: the largest difference of the output and of each gradient, relative to the
+largest magnitude of Keras's, goes in the JSON line (`max_relative_difference`). Prints a
+table and last one JSON line.
+
+Usage:
+    python benchmarks/layer_norm_throughput.py
+    python benchmarks/layer_norm_throughput.py --configs small --steps 20
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from dropout_throughput import best_milliseconds  # noqa: E402  (benchmarks/)
+from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
+
+from keras_transformer.layers import LayerNormalization  # noqa: E402
+
+# name -> (tokens, d_model): one activation of the config's batch.
+SHAPES = {"multi30k": (8192, 128),  # pipelines/multi30k.py: 8192 tokens, d_model 128
+          "parsing": (2048, 256),  # pipelines/ptb_parsing.py --cpu: 2048 tokens, d_model 256
+          "small": (32 * 32, 256),  # train_throughput.py: 32 x 32 tokens
+          "base": (32 * 32, 512)}
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+EPSILON = 1e-6
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="*", choices=sorted(SHAPES),
+                        default=["multi30k", "parsing", "small", "base"])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    return parser.parse_args(argv)
+
+
+def built_layer(cls, width, dtype, seed=0):
+    """A built layer norm of `cls` with random gamma and beta (the same for the same seed)."""
+    rng = np.random.default_rng(seed)
+    layer = cls(epsilon=EPSILON, dtype=dtype)
+    layer.build((None, width))
+    layer.set_weights([rng.normal(size=width).astype("float32") + 1,
+                       rng.normal(size=width).astype("float32")])
+    return layer
+
+
+def keras_step(layer, weights):
+    """`x -> [d/dx, d/dgamma, d/dbeta of sum(layer(x) * weights)], layer(x)` as a
+    `tf.function`; `layer` None: the identity (gamma and beta get no gradient)."""
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x if layer is None else layer(x, training=True)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * weights)
+        sources = [x] if layer is None else [x, layer.gamma.value, layer.beta.value]
+        return tape.gradient(loss, sources), y
+    return step
+
+
+def max_relative_difference(ours, theirs):
+    """The largest |ours - theirs| over each pair of tensors, relative to max |theirs|."""
+    worst = 0.0
+    for a, b in zip(ours, theirs):
+        a, b = (np.asarray(tf.cast(t, tf.float32)) for t in (a, b))
+        worst = max(worst, float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)))
+    return worst
+
+
+def torch_call(shape, dtype, seed=0):
+    """PyTorch's layer norm forward and backward on one tensor, or None without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=generator).to(getattr(torch, dtype)).requires_grad_()
+    gamma = torch.ones(shape[-1], requires_grad=True)
+    beta = torch.zeros(shape[-1], requires_grad=True)
+    weights = torch.randn(shape, generator=generator)
+
+    def call():
+        # Autocast's rule for layer_norm: float32 statistics and output, as Keras's.
+        y = torch.nn.functional.layer_norm(x.float(), shape[-1:], gamma, beta, EPSILON)
+        grads = torch.autograd.grad((y.to(x.dtype).float() * weights).sum(), [x, gamma, beta])
+        return grads[0].float().numpy()
+    return call, torch.__version__
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cpu, flags = cpu_description()
+    print(f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+          "default threads; one layer normalization, forward and backward")
+    print("| config | activation | dtype | system | ms per call | x keras |")
+    print("|---|---|---|---|---:|---:|")
+    headline = {"benchmark": "layer_norm_throughput", "cpu": cpu, "cpu_flags": flags,
+                "tensorflow": tf.__version__, "keras": keras.__version__,
+                "steps": args.steps, "repeats": args.repeats, "skipped_peers": {}}
+    for name in args.configs:
+        tokens, d_model = SHAPES[name]
+        shape = (tokens, d_model)
+        headline[name] = {}
+        for precision, dtype in DTYPES.items():
+            rng = np.random.default_rng(0)
+            x = tf.constant(rng.normal(size=shape) * 2 + 0.5, dtype)
+            weights = tf.constant(rng.normal(size=shape), tf.float32)
+            steps = {"identity": keras_step(None, weights),
+                     "keras": keras_step(built_layer(keras.layers.LayerNormalization, d_model,
+                                                     dtype), weights),
+                     "ours": keras_step(built_layer(LayerNormalization, d_model, dtype),
+                                        weights)}
+            calls = {kind: (lambda s=step: s(x)[0][0]) for kind, step in steps.items()}
+            peer = torch_call(shape, dtype)
+            if peer is None:
+                headline["skipped_peers"]["torch"] = "PyTorch is not installed"
+            else:
+                calls["torch"] = peer[0]
+                headline["torch_version"] = peer[1]
+            ms = best_milliseconds(calls, args.steps, args.repeats)
+            (ours_grads, ours_y), (keras_grads, keras_y) = steps["ours"](x), steps["keras"](x)
+            row = {kind: round(value, 3) for kind, value in ms.items()}
+            row.update(ours_over_keras=round(ms["keras"] / ms["ours"], 3),
+                       max_relative_difference=max_relative_difference(
+                           [ours_y, *ours_grads], [keras_y, *keras_grads]))
+            for kind in ("identity", "keras", "ours", "torch"):
+                if kind in row:
+                    print(f"| {name} | {tokens} x {d_model} | {precision} | {kind} | "
+                          f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |")
+            headline[name][precision] = row
+    if "torch" in headline["skipped_peers"]:
+        print("torch: skipped (PyTorch is not installed)")
+    print(json.dumps(headline))
+    return headline
+
+
+if __name__ == "__main__":
+    main()

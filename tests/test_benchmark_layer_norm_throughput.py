@@ -1,0 +1,52 @@
+"""benchmarks/layer_norm_throughput.py: rows for both precisions, ours checked against Keras's,
+a missing PyTorch is one line, and the JSON line holds the figures."""
+
+import json
+
+from tests._training_fixtures import load_benchmark, load_pipeline
+
+
+def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
+    bench = load_benchmark("layer_norm_throughput")
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(out[-1]) == json.loads(json.dumps(headline))
+    for precision, bound in (("fp32", 1e-5), ("bf16", 2e-2)):
+        row = headline["small"][precision]
+        assert row["max_relative_difference"] < bound
+        assert abs(row["ours_over_keras"] - row["keras"] / row["ours"]) < 0.02
+        assert ("torch" in row) != ("torch" in headline["skipped_peers"])
+        assert min(row["identity"], row["keras"], row["ours"]) > 0
+
+
+def test_a_wrong_layer_norm_shows_in_the_difference(capsys, monkeypatch):
+    bench = load_benchmark("layer_norm_throughput")
+
+    class NoCentring(bench.LayerNormalization):
+        def call(self, inputs):
+            return super().call(inputs) + 0.1 * self.beta
+
+    monkeypatch.setattr(bench, "LayerNormalization", NoCentring)
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    assert headline["small"]["fp32"]["max_relative_difference"] > 1e-3
+
+
+def test_the_shapes_are_the_recipes():
+    bench = load_benchmark("layer_norm_throughput")
+    multi30k = load_pipeline("multi30k").multi30k_config("data")
+    assert bench.SHAPES["multi30k"] == (multi30k["data"]["token_budget"],
+                                        multi30k["model"]["d_model"])
+    parsing = load_pipeline("ptb_parsing")
+    corpus = {"train_names": ["wsj"], "train": [("s", "t")], "dev": ("s", "t"), "vocab": "v"}
+    config = parsing.parsing_config(corpus, "run", "wsj", cpu=True)
+    assert bench.SHAPES["parsing"] == (config["data"]["token_budget"],
+                                       config["model"]["d_model"])
+
+
+def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):
+    bench = load_benchmark("layer_norm_throughput")
+    monkeypatch.setattr(bench, "torch_call", lambda shape, dtype: None)
+    headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert headline["skipped_peers"] == {"torch": "PyTorch is not installed"}
+    assert "torch: skipped (PyTorch is not installed)" in out and "Traceback" not in out
