@@ -12,6 +12,7 @@ from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.cli import main as cli_main
 from keras_transformer.errors import UserInputError
 from keras_transformer.training import Checkpointer, average_checkpoints, list_checkpoints
+from keras_transformer.training.averaging import in_last_fraction
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.parsing.parser import read_parsing_settings
@@ -85,6 +86,47 @@ def test_errors(run_with_checkpoints, tmp_path):
     with pytest.raises(UserInputError, match="is not a checkpoint"):
         average_checkpoints([str(tmp_path / "ckpt-1")], config=CONFIG)
     assert cli_main(["average", run.path, "--last", "9"]) == 2
+
+
+def test_in_last_fraction_selects_by_update_number():
+    # Parsing run 16's checkpoints: every 500 updates and one more where the time limit
+    # stopped it, at 7505.
+    run16 = [f"c/ckpt-{step}" for step in [*range(500, 8000, 500), 7505]]
+    # 30% of 7505 updates is 2251.5: above update 5253.5.
+    assert in_last_fraction(run16, 0.3) == [f"c/ckpt-{s}" for s in (5500, 6000, 6500, 7000,
+                                                                    7500, 7505)]
+    assert in_last_fraction(run16, 0.5) == run16[7:]  # above 3752.5: 4000 on
+    assert in_last_fraction(run16, 1.0) == run16
+    assert in_last_fraction(run16, 1e-9) == ["c/ckpt-7505"]  # the newest, always
+    with pytest.raises(UserInputError, match="above 0 and at most 1, got 0"):
+        in_last_fraction(run16, 0)
+    with pytest.raises(UserInputError, match="at most 1, got 1.5"):
+        in_last_fraction(run16, 1.5)
+    with pytest.raises(UserInputError, match="'c/final' does not end in its update number"):
+        in_last_fraction(["c/ckpt-500", "c/final"], 0.5)
+
+
+def test_last_fraction_of_a_folder(run_with_checkpoints, tmp_path, capsys):
+    run, saved = run_with_checkpoints
+    # Checkpoints at 100, 200 and 300: the last half of the updates is above 150.
+    half = average_checkpoints(run.path, last=3, last_fraction=0.5)
+    assert max_abs_difference(half.get_weights(), _mean(saved[1:])) < 1e-6
+    # --last caps the count, and fewer than --last is no error with a fraction.
+    assert average_checkpoints(run.path, last=1, last_fraction=1.0).averaged_checkpoints == \
+        list_checkpoints(run.checkpoint_dir)[-1:]
+    assert len(average_checkpoints(run.path, last=9, last_fraction=1.0)
+               .averaged_checkpoints) == 3
+    output = str(tmp_path / "averaged.keras")
+    assert cli_main(["average", run.path, "--last", "3", "--fraction", "0.5",
+                     "--output", output]) == 0
+    assert "averaged 2 checkpoints (ckpt-200 .. ckpt-300)" in capsys.readouterr().out
+    assert max_abs_difference(keras.saving.load_model(output).get_weights(),
+                              _mean(saved[1:])) < 1e-6
+    paths = list_checkpoints(run.checkpoint_dir)
+    assert cli_main(["average", run.path, "--fraction", "0.5", "--checkpoints", *paths,
+                     "--output", str(tmp_path / "other.keras")]) == 2
+    assert "with --checkpoints, list only the ones" in capsys.readouterr().err
+    assert not (tmp_path / "other.keras").exists()
 
 
 def _write_tiny_vocabulary(path):

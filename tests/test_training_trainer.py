@@ -181,3 +181,23 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     names = [name for name, _ in tf.train.list_variables(latest)]
     assert any(name.startswith("optimizer/") and "dynamic_scale" in name for name in names)
     keras.config.set_dtype_policy("float32")
+
+
+def test_average_last_fraction_averages_the_checkpoints_of_that_share_of_the_updates(
+        corpus, tmp_path):
+    from keras_transformer.training import average_checkpoints, list_checkpoints
+
+    # Checkpoints at updates 3, 6, 9 and 12, all kept: the last half of the 12 updates holds
+    # 9 and 12 (6 is not above 12 x 0.5), so those two are averaged, not the last 4.
+    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
+                         checkpoints={"keep_last": 4, "average_last": 4,
+                                      "average_last_fraction": 0.5})
+    result = train(config)
+    paths = list_checkpoints(result.output_dir.checkpoint_dir)
+    assert [os.path.basename(p) for p in paths] == ["ckpt-3", "ckpt-6", "ckpt-9", "ckpt-12"]
+    averaged = keras.saving.load_model(result.output_dir.averaged_model)
+    model_config = result.model.config
+    expected = average_checkpoints(paths[2:], config=model_config).get_weights()
+    assert max_abs_difference(averaged.get_weights(), expected) < 1e-6
+    all_four = average_checkpoints(paths, config=model_config).get_weights()
+    assert max_abs_difference(averaged.get_weights(), all_four) > 1e-4

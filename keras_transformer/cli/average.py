@@ -22,6 +22,10 @@ def add_arguments(parser):
     parser.add_argument("--last", type=int, default=5,
                         help="how many of the newest checkpoints to average (default: 5; the "
                              "paper uses 20 for big models)")
+    parser.add_argument("--fraction", type=float, default=None, metavar="F",
+                        help="of the last N, average only those written in the last F of the "
+                             "updates trained (0 < F <= 1; --last is then a cap): what "
+                             "checkpoints.average_last_fraction does at the end of training")
     parser.add_argument("--checkpoints", nargs="+", default=None, metavar="PREFIX",
                         help="average these checkpoints (path prefixes such as "
                              "RUN/checkpoints/ckpt-1000) instead of the last N")
@@ -71,10 +75,13 @@ def run(args):
     if not output.endswith(".keras"):
         raise UserInputError(f"--output {output!r} must end with .keras")
     parsing_settings = _parsing_settings_to_copy(run_dir, output)
+    if args.checkpoints and args.fraction is not None:
+        raise UserInputError("--fraction chooses among the last N checkpoints; with "
+                             "--checkpoints, list only the ones to average")
     if args.checkpoints:
         model = average_checkpoints(args.checkpoints)
     else:
-        model = average_checkpoints(args.run, last=args.last)
+        model = average_checkpoints(args.run, last=args.last, last_fraction=args.fraction)
     # atomic_save_model puts in only a vocab.model beside the output: outside the run folder
     # there is none, or another run's.
     vocabulary = OutputDir(run_dir).vocabulary

@@ -8,6 +8,7 @@ any other (`OutputDir.averaged_model`).
 
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -19,7 +20,7 @@ from keras_transformer.training.checkpoints import list_checkpoints, model_varia
 from keras_transformer.training.output_dir import OutputDir
 
 
-def average_checkpoints(checkpoints, last=5, config=None):
+def average_checkpoints(checkpoints, last=5, config=None, last_fraction=None):
     """Averages the model weights of checkpoints into a new `Transformer`.
 
     Args:
@@ -28,6 +29,8 @@ def average_checkpoints(checkpoints, last=5, config=None):
         last: with a folder, how many of its newest checkpoints to average (5 for base, 20
             for big); ignored for an explicit list.
         config: the model's `TransformerConfig` (default: the run folder's `config.json`).
+        last_fraction: with a folder, average only those of the newest `last` written in
+            this last fraction of the updates (`in_last_fraction`); `last` is then a cap.
 
     Returns:
         A `Transformer` (float32 weights) whose every weight is the mean of the checkpoints'.
@@ -40,7 +43,7 @@ def average_checkpoints(checkpoints, last=5, config=None):
         >>> model = average_checkpoints("runs/ende", last=5)  # doctest: +SKIP
         >>> model.save("runs/ende/averaged.keras")  # doctest: +SKIP
     """
-    paths, run_dir = _resolve(checkpoints, last)
+    paths, run_dir = _resolve(checkpoints, last, last_fraction)
     if config is None:
         config = _read_config(run_dir)
     elif isinstance(config, dict):
@@ -66,7 +69,39 @@ def average_checkpoints(checkpoints, last=5, config=None):
     return model
 
 
-def _resolve(checkpoints, last):
+def in_last_fraction(checkpoints, fraction):
+    """The checkpoints written in the last `fraction` of the updates: those whose update
+    number (`ckpt-N`) is above (1 - fraction) x the newest one's, which counts the updates
+    trained. Always keeps the newest.
+
+    Why: a run stopped by a time limit trains however many updates the machine allows, and
+    the average that does best covers about the same share of them, not the same count
+    (`pipelines/ptb_parsing.py`'s `CPU_AVERAGE_FRACTION`).
+
+    Args:
+        checkpoints: checkpoint path prefixes, oldest first (`list_checkpoints`).
+        fraction: a share of the updates, above 0 and at most 1.
+
+    Example:
+        >>> in_last_fraction(["c/ckpt-6000", "c/ckpt-7000", "c/ckpt-7505"], 0.2)
+        ['c/ckpt-7000', 'c/ckpt-7505']
+    """
+    if not 0 < fraction <= 1:
+        raise UserInputError(f"the fraction of the updates to average must be above 0 and "
+                             f"at most 1, got {fraction}")
+    steps = []
+    for path in checkpoints:
+        match = re.search(r"-(\d+)$", os.fspath(path))
+        if match is None:
+            raise UserInputError(f"{path!r} does not end in its update number (ckpt-N), so "
+                                 "the updates it covers are unknown; give --last alone")
+        steps.append(int(match.group(1)))
+    newest = max(steps, default=0)
+    return [path for path, step in zip(checkpoints, steps)
+            if step > (1 - fraction) * newest or step == newest]
+
+
+def _resolve(checkpoints, last, last_fraction=None):
     if isinstance(checkpoints, (str, os.PathLike)):
         folder = os.fspath(checkpoints)
         run_dir = folder
@@ -82,6 +117,8 @@ def _resolve(checkpoints, last):
             )
         if last < 1:
             raise UserInputError(f"--last must be at least 1, got {last}")
+        if last_fraction is not None:
+            return in_last_fraction(available[-last:], last_fraction), run_dir
         if len(available) < last:
             raise UserInputError(
                 f"asked to average the last {last} checkpoints but {folder!r} holds "

@@ -152,12 +152,16 @@ class CheckpointSettings:
         keep_last: checkpoints kept; older ones are deleted once a newer one is complete.
         average_last: at the end, average the last N checkpoints into `averaged.keras`
             (5 for base, 20 for big; 0 to skip).
+        average_last_fraction: average only those of the last N written in this last
+            fraction of the updates trained (None: all N). For a run that a time limit may
+            stop anywhere: a fixed N would reach back over more of a shorter run.
     """
 
     every_minutes: Optional[float] = 10.0
     every_steps: Optional[int] = None
     keep_last: int = 5
     average_last: int = 5
+    average_last_fraction: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,6 +409,10 @@ def _check_values(config):
     if average > keep:
         fail("checkpoints.average_last", f"averages {average} checkpoints but "
              f"checkpoints.keep_last keeps only {keep}: raise keep_last to at least {average}")
+    fraction = config.checkpoints.average_last_fraction
+    if fraction is not None and not 0 < fraction <= 1:
+        fail("checkpoints.average_last_fraction",
+             f"must be a share of the updates, above 0 and at most 1, got {fraction}")
     if not isinstance(config.model, dict):
         fail("model", "must be a mapping like {preset: base, num_layers: 2}")
     preset = config.model.get("preset", "base")

@@ -23,7 +23,7 @@ from keras_transformer.errors import UserInputError
 from keras_transformer.model import build_model
 from keras_transformer.schedules import build_optimizer
 from keras_transformer.training.accumulation import group_micro_batches
-from keras_transformer.training.averaging import average_checkpoints
+from keras_transformer.training.averaging import average_checkpoints, in_last_fraction
 from keras_transformer.training.callbacks import (
     NaNGuard,
     StopAfterMinutes,
@@ -412,9 +412,16 @@ def _average(config, run, model_config):
     available = list_checkpoints(run.checkpoint_dir)
     if not available:
         return None
-    if len(available) < last:
-        logger.warning("averaging the %d checkpoints there are instead of the last %d",
-                       len(available), last)
-    averaged = average_checkpoints(available[-last:], config=model_config)
+    fraction = config.checkpoints.average_last_fraction
+    if fraction is not None:
+        chosen = in_last_fraction(available[-last:], fraction)
+        logger.info("averaging the %d checkpoint(s) of the last %g of the updates",
+                    len(chosen), fraction)
+    else:
+        if len(available) < last:
+            logger.warning("averaging the %d checkpoints there are instead of the last %d",
+                           len(available), last)
+        chosen = available[-last:]
+    averaged = average_checkpoints(chosen, config=model_config)
     atomic_save_model(averaged, run.averaged_model)
     return run.averaged_model
