@@ -412,16 +412,15 @@ def _average(config, run, model_config):
     available = list_checkpoints(run.checkpoint_dir)
     if not available:
         return None
+    chosen = available[-last:]
     fraction = config.checkpoints.average_last_fraction
     if fraction is not None:
-        chosen = in_last_fraction(available[-last:], fraction)
+        chosen = in_last_fraction(chosen, fraction)
         logger.info("averaging the %d checkpoint(s) of the last %g of the updates",
                     len(chosen), fraction)
-    else:
-        if len(available) < last:
-            logger.warning("averaging the %d checkpoints there are instead of the last %d",
-                           len(available), last)
-        chosen = available[-last:]
+    elif len(available) < last:
+        logger.warning("averaging the %d checkpoints there are instead of the last %d",
+                       len(available), last)
     averaged = average_checkpoints(chosen, config=model_config)
     atomic_save_model(averaged, run.averaged_model)
     return run.averaged_model
