@@ -1,5 +1,6 @@
 """train(): a run folder that decoding can load, TensorBoard logs, and settings (precision,
-XLA) that take effect; a folder of another model is never overwritten."""
+XLA) that take effect; a folder of another model is never overwritten, and a run goes on
+under new dropout."""
 
 import glob
 import json
@@ -105,6 +106,30 @@ def test_another_model_never_overwrites_a_run(finished):
     run = OutputDir(config["output_dir"])
     with open(run.model_config) as file:
         assert json.load(file)["d_model"] == 32
+
+
+def test_a_run_goes_on_under_new_dropout_and_keeps_the_old_config(finished, tmp_path):
+    # A recipe's dropout default may change between two starts of one command: the run goes
+    # on (the weights are the same model's), and the config.json it had is kept beside.
+    import shutil
+
+    config, _ = finished
+    copy = tmp_path / "reverse"
+    shutil.copytree(config["output_dir"], copy)
+    resumed = dict(config, output_dir=str(copy),
+                   model={**config["model"], "attention_dropout": 0.1, "dropout": 0.2},
+                   schedule={**config["schedule"], "train_steps": 32})
+    result = train(resumed)
+    assert (result.resumed_from_step, result.step) == (30, 32)
+    with open(copy / "config.json") as file:
+        now = json.load(file)
+    (kept,) = glob.glob(str(copy / "config.*.json"))
+    with open(kept) as file:
+        before = json.load(file)
+    assert (now["attention_dropout"], now["dropout"]) == (0.1, 0.2)
+    assert (before["attention_dropout"], before["dropout"]) == (0.0, config["model"]["dropout"])
+    assert {k: v for k, v in now.items() if "dropout" not in k} == \
+        {k: v for k, v in before.items() if "dropout" not in k}
 
 
 def _matmul_dtypes(graph):

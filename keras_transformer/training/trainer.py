@@ -43,6 +43,11 @@ from keras_transformer.training.training_model import TrainingModel, read_value
 
 logger = logging.getLogger(__name__)
 
+# Fields that change how the model trains, not what its weights are: a run goes on under new
+# values (as OpenNMT-tf and fairseq let dropout change on a resume), e.g. when a recipe's
+# default changes between two starts of the same command.
+TRAINING_ONLY_FIELDS = ("dropout", "attention_dropout", "relu_dropout", "label_smoothing")
+
 
 @dataclasses.dataclass
 class TrainingResult:
@@ -378,17 +383,24 @@ def _prepare_vocabulary(config, run, chief):
 
 
 def _write_run_files(config, model_config, run):
-    """Writes config.json and training_config.json; never overwrites a different model's."""
+    """Writes config.json and training_config.json; never overwrites a different model's
+    (one that differs in more than `TRAINING_ONLY_FIELDS`), and keeps earlier versions."""
     if os.path.exists(run.model_config):
         with open(run.model_config, encoding="utf-8") as file:
-            existing = TransformerConfig.from_dict(json.load(file))
-        if existing != model_config:
-            changed = sorted(k for k, v in model_config.to_dict().items()
-                             if existing.to_dict().get(k) != v)
+            existing = TransformerConfig.from_dict(json.load(file)).to_dict()
+        changed = sorted(k for k, v in model_config.to_dict().items() if existing.get(k) != v)
+        if set(changed) - set(TRAINING_ONLY_FIELDS):
             raise UserInputError(
                 f"output_dir {run.path!r} holds a run of another model (fields {changed} "
                 "differ from its config.json); use a new output_dir to train this model"
             )
+        if changed:
+            kept = _keep_previous(run.model_config)
+            logger.warning("%s goes on with %s (before: %s; kept in %s)", run.path,
+                           {k: getattr(model_config, k) for k in changed},
+                           {k: existing.get(k) for k in changed}, kept)
+            with atomic_write(run.model_config) as file:
+                file.write(model_config.to_json())
     else:
         with atomic_write(run.model_config) as file:
             file.write(model_config.to_json())
@@ -399,10 +411,16 @@ def _write_run_files(config, model_config, run):
         if previous == text:
             return
         # Keep the settings of earlier starts (e.g. before train_steps was raised).
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        os.replace(run.training_config, f"{run.training_config[:-5]}.{stamp}.json")
+        _keep_previous(run.training_config)
     with atomic_write(run.training_config) as file:
         file.write(text)
+
+
+def _keep_previous(path):
+    """Moves a run file aside as NAME.<time stamp>.json; returns the new path."""
+    kept = f"{path[:-5]}.{time.strftime('%Y%m%d-%H%M%S')}.json"
+    os.replace(path, kept)
+    return kept
 
 
 def _average(config, run, model_config):
