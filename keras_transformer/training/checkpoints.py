@@ -170,6 +170,17 @@ class Checkpointer:
                            if name in self._objects and not _has_key(path, name + "/")]
                 for name in missing:
                     logger.warning("checkpoint %s %s", path, _ADDED_LATER[name])
+                seeds = self._objects.get("seed_generators")
+                if seeds and "seed_generators" not in missing:
+                    saved = _child_count(path, "seed_generators/")
+                    if saved != len(seeds):
+                        # Dropout was switched on for more layers (a run may go on under
+                        # new dropout: trainer.TRAINING_ONLY_FIELDS); the saved streams no
+                        # longer line up with the layers, so none of them is restored.
+                        logger.warning("checkpoint %s holds %d dropout seed generators, the "
+                                       "model has %d (its dropout changed): training resumes "
+                                       "with fresh dropout streams", path, saved, len(seeds))
+                        missing.append("seed_generators")
                 if missing:  # an older format: resume all the rest
                     checkpoint = tf.train.Checkpoint(**{
                         name: value for name, value in self._objects.items()
@@ -251,6 +262,12 @@ def has_data_iterator(path):
 
 def _has_key(path, prefix):
     return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
+
+
+def _child_count(path, prefix):
+    """How many objects the checkpoint holds directly under `prefix` ("seed_generators/")."""
+    return len({name[len(prefix):].split("/")[0] for name, _ in tf.train.list_variables(path)
+                if name.startswith(prefix)})
 
 
 def list_checkpoints(directory):
