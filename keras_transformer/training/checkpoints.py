@@ -174,14 +174,14 @@ class Checkpointer:
                 if seeds and "seed_generators" not in missing:
                     saved = _child_count(path, "seed_generators/")
                     if saved != len(seeds):
-                        # Dropout was switched on for more layers (a run may go on under
-                        # new dropout: trainer.TRAINING_ONLY_FIELDS); the saved streams no
-                        # longer line up with the layers, so none of them is restored.
+                        # Dropout was switched on or off for some layers (a run may go on
+                        # under new dropout: trainer.TRAINING_ONLY_FIELDS); the saved
+                        # streams no longer line up with the layers, so none is restored.
                         logger.warning("checkpoint %s holds %d dropout seed generators, the "
                                        "model has %d (its dropout changed): training resumes "
                                        "with fresh dropout streams", path, saved, len(seeds))
                         missing.append("seed_generators")
-                if missing:  # an older format: resume all the rest
+                if missing:  # an older format or other dropout: resume all the rest
                     checkpoint = tf.train.Checkpoint(**{
                         name: value for name, value in self._objects.items()
                         if name not in missing})
