@@ -418,7 +418,11 @@ def _write_run_files(config, model_config, run):
 
 def _keep_previous(path):
     """Moves a run file aside as NAME.<time stamp>.json; returns the new path."""
-    kept = f"{path[:-5]}.{time.strftime('%Y%m%d-%H%M%S')}.json"
+    stem = f"{path[:-5]}.{time.strftime('%Y%m%d-%H%M%S')}"
+    kept, number = f"{stem}.json", 1
+    while os.path.exists(kept):  # two starts in one second: os.replace would overwrite
+        number += 1
+        kept = f"{stem}-{number}.json"
     os.replace(path, kept)
     return kept
 
