@@ -128,8 +128,8 @@ CPU_DECAY = {"wsj": "linear", "wsj+gum": "linear"}
 # fairseq's 5e-4 for updates of 4K tokens). wsj: 0.3 (runs 1-2: 1.0 left the decoder ignoring
 # the source; lower not measured there). wsj+gum, section 6.3 tuned the rate on dev: 0.2 in
 # parsing run 26, 85.65 dev F1 (dev loss 1.437) against 84.84 / 83.91 for 0.3's two seeds
-# (runs 21, 24; one run each way, seeds differ by up to 0.9); 0.5 learned more slowly from the
-# start (run 25: dev loss 2.43 against 2.04 at 2500 updates, stopped).
+# (runs 21, 24: 0.93 apart; 0.2 is one run, so part of its margin may be the seed); 0.5 learned
+# more slowly from the start (run 25: dev loss 2.43 against 2.04 at 2500 updates, stopped).
 CPU_LEARNING_RATE_SCALE = {"wsj": 0.3, "wsj+gum": 0.2}
 # The issue's budget, 2 hours of training on 2 cores, holds on a slower machine too: there the
 # run stops early (at whatever step the time allows), averages and parses. Machines differ:
