@@ -182,7 +182,8 @@ def main(argv=None):
           f"{args.threads}; batch {args.batch} x {args.length} tokens a side, vocab "
           f"{args.vocab_size}; best of {args.repeats} x {args.steps} steps\n")
     print(f"| config | precision | floor ms (GFLOP/s) | ours ms (beyond floor) | "
-          f"keras-hub ms (beyond floor) | ours x keras-hub | keras-hub / floor (most ours could be) | "
+          f"keras-hub ms (beyond floor) | ours x keras-hub | "
+          f"keras-hub / floor (most ours could be) | "
           f"ours beyond floor for {args.target:g}x |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
 
