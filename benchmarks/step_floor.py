@@ -16,8 +16,10 @@ Products per step (T = batch x length tokens per side; a product M x K by K x N 
 encoder layer: Q, K, V, O (T,d,d) x 4, feed-forward (T,d,f) and (T,f,d), attention scores and
 weighted sums (batch x heads products of (L,d/h,L) and (L,L,d/h)); decoder layer: self Q, K, V,
 O and cross Q, O (T,d,d) x 6, cross K, V on the encoder output (T,d,d) x 2, feed-forward, and
-two attentions; output layer (T,d,V). Backward of M,K,N: M,N,K (input) and K,M,N (weight);
-both operands of the attention products get a gradient the same way.
+two attentions; output layer (T,d,V). The backward products of each are the ones TensorFlow's
+`MatMul` gradient runs: the input's `dY @ W^T` (`transpose_b`) and the weight's `X^T @ dY`
+(`transpose_a`), which oneDNN runs up to a quarter slower than a plain product of the same
+shape on this CPU; both operands of the attention products get a gradient the same way.
 
 Command (idle machine; about 6 minutes for the defaults on a 2-core EPYC):
     .venv/bin/python benchmarks/step_floor.py
@@ -44,9 +46,13 @@ from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 
 
+FORMS = ("forward", "input_grad", "weight_grad")
+
+
 def step_products(num_layers, d_model, d_ff, heads, vocab_size, batch, length):
-    """`[(count, batch_dims, M, K, N)]`: every forward product of one step, and its two
-    backward products (see the module docstring)."""
+    """`[(count, batch_dims, M, K, N, form)]`: every forward product M,K,N of one step, and its
+    two backward products (`form`: "forward", "input_grad" or "weight_grad"; the module
+    docstring)."""
     tokens, d, f, dk = batch * length, d_model, d_ff, d_model // heads
     bh = batch * heads
     forward = [
@@ -57,10 +63,7 @@ def step_products(num_layers, d_model, d_ff, heads, vocab_size, batch, length):
         (num_layers * 3, bh, length, length, dk),          # weighted sums
         (1, 1, tokens, d, vocab_size),                     # output layer
     ]
-    products = []
-    for count, b, m, k, n in forward:
-        products += [(count, b, m, k, n), (count, b, m, n, k), (count, b, k, m, n)]
-    return products
+    return [(*shape, form) for shape in forward for form in FORMS]
 
 
 def time_floor(products, dtype, threads, steps, repeats):
@@ -72,15 +75,20 @@ def time_floor(products, dtype, threads, steps, repeats):
     # tensors into one (common subexpression elimination when it optimizes a function's
     # graph), and a step's products all differ anyway.
     operands = []
-    for count, b, m, k, n in products:
-        shape_a, shape_b = ((b, m, k), (b, k, n)) if b > 1 else ((m, k), (k, n))
+    for count, b, m, k, n, form in products:
+        # (shape of a, shape of b, transpose_a, transpose_b): Y = X W, dX = dY W^T, dW = X^T dY
+        a, b_, ta, tb = {"forward": ((m, k), (k, n), False, False),
+                         "input_grad": ((m, n), (k, n), False, True),
+                         "weight_grad": ((m, k), (m, n), True, False)}[form]
+        lead = (b,) if b > 1 else ()
         for _ in range(count):
-            operands.append((tf.cast(tf.random.normal(shape_a), dtype),
-                             tf.cast(tf.random.normal(shape_b), dtype)))
+            operands.append((tf.cast(tf.random.normal(lead + a), dtype),
+                             tf.cast(tf.random.normal(lead + b_), dtype), ta, tb))
 
     @tf.function
     def step():
-        corners = [tf.reshape(tf.matmul(a, b), [-1])[0] for a, b in operands]
+        corners = [tf.reshape(tf.matmul(a, b, transpose_a=ta, transpose_b=tb), [-1])[0]
+                   for a, b, ta, tb in operands]
         return tf.add_n(corners)
 
     float(step())  # trace
@@ -94,7 +102,7 @@ def time_floor(products, dtype, threads, steps, repeats):
 
 
 def product_flops(products):
-    return sum(2 * count * b * m * k * n for count, b, m, k, n in products)
+    return sum(2 * count * b * m * k * n for count, b, m, k, n, _ in products)
 
 
 def worker(spec):

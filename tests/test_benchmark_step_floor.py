@@ -18,8 +18,10 @@ def test_a_tiny_step_has_the_hand_counted_products():
     # 1632; with the two backward products of each, 3 x 1632.
     products = floor.step_products(1, 4, 8, 2, 10, 1, 2)
     assert floor.product_flops(products) == 3 * 1632
-    assert (12, 1, 2, 4, 4) in products and (1, 1, 2, 4, 10) in products
-    assert (3, 2, 2, 2, 2) in products  # scores: batch x heads products of (L, d/h, L)
+    assert {form for *_, form in products} == {"forward", "input_grad", "weight_grad"}
+    assert len(products) == 3 * 6  # six kinds of forward product, each with two gradients
+    assert (12, 1, 2, 4, 4, "forward") in products and (1, 1, 2, 4, 10, "weight_grad") in products
+    assert (3, 2, 2, 2, 2, "input_grad") in products  # scores: batch x heads of (L, d/h, L)
 
 
 @pytest.mark.parametrize("name", sorted(throughput.CONFIGS))
