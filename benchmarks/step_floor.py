@@ -208,7 +208,8 @@ def main(argv=None):
               f"{row.get('ours_over_peer', '-')} | {row.get('max_over_peer', '-')} | "
               f"{cell(row.get('room_for_target_ms'))} |")
     print(json.dumps({"benchmark": "step_floor", "cpu": cpu, "cpu_flags": flags,
-                      "threads": args.threads, "batch": args.batch, "length": args.length,
+                      "threads": args.threads, "versions": tt.versions(present),
+                      "batch": args.batch, "length": args.length,
                       "vocab_size": args.vocab_size, "target": args.target, **results,
                       "skipped_peers": skipped}))
 

@@ -39,6 +39,7 @@ def test_the_json_line_holds_each_sides_step_and_the_ratios(capsys):
     last = json.loads(lines[-1])
     row = last["tiny"]["fp32"]
     assert last["benchmark"] == "step_floor" and last["target"] == 1.2
+    assert "tensorflow" in last["versions"] and "keras" in last["versions"]
     assert row["floor_ms"] > 0 and row["ours_ms"] > 0
     if "keras_hub" in last["skipped_peers"]:
         assert row.get("keras_hub_ms") is None
