@@ -14,6 +14,11 @@ def run_folder(tmp_path_factory):
     return tiny_copy_run_folder(tmp_path_factory)
 
 
+def stdin_of(data):
+    """A stand-in for `sys.stdin`: text over bytes, with the `.buffer` a real one has."""
+    return io.TextIOWrapper(io.BytesIO(data if isinstance(data, bytes) else data.encode()))
+
+
 def test_translate_files_in_input_order(run_folder, tmp_path):
     texts = SENTENCES[:4] + [""] + SENTENCES[4:6]
     source = tmp_path / "in.txt"
@@ -27,7 +32,7 @@ def test_translate_files_in_input_order(run_folder, tmp_path):
 
 
 def test_translate_stdin_to_stdout_n_best(run_folder, monkeypatch, capsys):
-    monkeypatch.setattr("sys.stdin", io.StringIO("a dog\nhello\n"))
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\nhello\n"))
     assert main(["translate", "--model", str(run_folder), "--n-best", "2",
                  "--max-extra-length", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -62,14 +67,48 @@ def test_translate_errors_are_one_line(run_folder, tmp_path, capsys):
 def test_out_of_range_settings_are_one_line_errors(run_folder, flags, message, capsys,
                                                    monkeypatch, tmp_path):
     output = tmp_path / "out.txt"
-    monkeypatch.setattr("sys.stdin", io.StringIO("a dog\n"))
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
     assert main(["translate", "--model", str(run_folder), "-o", str(output), *flags]) == 2
     assert capsys.readouterr().err == f"keras-transformer translate: error: {message}\n"
     assert not output.exists()  # stopped before opening (or truncating) the output
 
 
 def test_settings_at_their_bounds_translate(run_folder, monkeypatch, capsys):
-    monkeypatch.setattr("sys.stdin", io.StringIO("a dog\n"))
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
     assert main(["translate", "--model", str(run_folder), "--beam-size", "2", "--n-best", "2",
                  "--alpha", "10", "--max-extra-length", "0"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(run_folder, tmp_path,
+                                                                        capsys, monkeypatch):
+    source = tmp_path / "bad.en"
+    source.write_bytes(b"a dog\n\xff bad\nhello\n")
+    output = tmp_path / "out.de"
+    output.write_text("an earlier translation\n", encoding="utf-8")
+    assert main(["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output),
+                 "--chunk-size", "1"]) == 2
+    error = capsys.readouterr().err
+    assert f"{str(source)!r} line 2 is not valid UTF-8 (byte 0xff at byte offset 0)" in error
+    assert error.count("\n") == 1 and "Traceback" not in error
+    # The first line was translated and written before the bad one was read: not onto out.de.
+    assert output.read_text(encoding="utf-8") == "an earlier translation\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.en", "out.de"]
+
+    monkeypatch.setattr("sys.stdin", stdin_of(b"a dog\nhello \xe9t\xe9\n"))
+    assert main(["translate", "--model", str(run_folder)]) == 2
+    assert "stdin line 2 is not valid UTF-8 (byte 0xe9 at byte offset 6)" in (
+        capsys.readouterr().err)
+
+
+def test_an_existing_output_is_replaced_when_the_run_succeeds(run_folder, tmp_path):
+    source = tmp_path / "in.en"
+    source.write_text("a dog\n\nhello\n", encoding="utf-8")
+    output = tmp_path / "out.de"
+    output.write_text("an earlier translation\n", encoding="utf-8")
+    assert main(["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output),
+                 "--max-extra-length", "3"]) == 0
+    expected = Translator.load(str(run_folder), max_extra_length=3).translate(
+        ["a dog", "", "hello"])
+    assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.en", "out.de"]

@@ -17,8 +17,8 @@ import math
 import sys
 import time
 
-from keras_transformer.cli.translate import (_open, add_model_arguments, line_chunks,
-                                             translator_from_args)
+from keras_transformer.cli.translate import (add_model_arguments, line_chunks, open_input,
+                                             open_output, translator_from_args)
 from keras_transformer.errors import UserInputError
 
 HELP = "parse sentences into constituency trees (paper 6.3)"
@@ -80,8 +80,8 @@ def run(args):
                     constrained=not args.unconstrained, opening_penalty=penalty)
     count = repaired = 0
     start = time.perf_counter()
-    with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
-        for chunk in line_chunks(source, args.chunk_size):
+    with open_input(args.input) as (source, name), open_output(args.output) as out:
+        for chunk in line_chunks(source, args.chunk_size, name):
             if tokenizer is not None:
                 chunk = [" ".join(tokenizer.tokenize(line)) for line in chunk]
             for tree in parser.parse(chunk):

@@ -13,6 +13,7 @@ import itertools
 import sys
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.training.output_dir import atomic_write
 
 HELP = "translate text with beam search (paper 6.1)"
 EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > newstest2014.hyp.de"
@@ -93,23 +94,54 @@ def add_arguments(parser):
 
 
 @contextlib.contextmanager
-def _open(path, mode, default):
+def open_input(path):
+    """`(binary file, name for messages)` of `path`, or of stdin when `path` is None: lines are
+    decoded one by one in `line_chunks`, so that a bad byte is reported with its line."""
     if path is None:
-        yield default
+        yield sys.stdin.buffer, "stdin"
         return
     try:
-        file = open(path, mode, encoding="utf-8")
+        file = open(path, "rb")
     except OSError as error:
         raise UserInputError(f"cannot open {path!r}: {error.strerror}") from None
     with file:
-        yield file
+        yield file, repr(path)
 
 
-def line_chunks(source, size):
-    """Lists of at most `size` lines (newlines stripped) of an open text file, in order: a
-    long input is decoded chunk by chunk and written as it goes, never held whole."""
-    lines = (line.rstrip("\r\n") for line in source)
-    while chunk := list(itertools.islice(lines, size)):
+@contextlib.contextmanager
+def open_output(path):
+    """A UTF-8 text file for `path`, or stdout when `path` is None. A file is written beside
+    `path` and renamed onto it only when the whole run succeeds: an earlier file of that name
+    survives bad input or an interrupted run."""
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with atomic_write(path, encoding="utf-8") as file:
+            yield file
+    except OSError as error:
+        raise UserInputError(f"cannot write {path!r}: {error.strerror}") from None
+
+
+def line_chunks(source, size, name="the input"):
+    """Lists of at most `size` lines (newlines stripped) of an open binary file, in order: a
+    long input is decoded chunk by chunk and written as it goes, never held whole.
+
+    Raises:
+        UserInputError: at a line that is not UTF-8, naming `name` and the line number.
+    """
+    def lines():
+        for number, raw in enumerate(source, 1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise UserInputError(
+                    f"{name} line {number} is not valid UTF-8 (byte 0x{raw[error.start]:02x} "
+                    f"at byte offset {error.start}); re-encode it as UTF-8 (for example "
+                    "`iconv -f latin1 -t utf-8`)") from None
+
+    stream = lines()
+    while chunk := list(itertools.islice(stream, size)):
         yield chunk
 
 
@@ -118,8 +150,8 @@ def run(args):
         raise UserInputError("--chunk-size must be at least 1")
     translator = translator_from_args(args, num_hypotheses=args.n_best)
     index = 0
-    with _open(args.input, "r", sys.stdin) as source, _open(args.output, "w", sys.stdout) as out:
-        for chunk in line_chunks(source, args.chunk_size):
+    with open_input(args.input) as (source, name), open_output(args.output) as out:
+        for chunk in line_chunks(source, args.chunk_size, name):
             for result in translator.translate(chunk):
                 if args.n_best == 1:
                     out.write(result + "\n")

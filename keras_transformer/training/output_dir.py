@@ -170,7 +170,7 @@ def _temporary_beside(path, suffix=""):
 
 
 @contextlib.contextmanager
-def atomic_write(path, mode="w"):
+def atomic_write(path, mode="w", encoding=None):
     """Opens a temporary file beside `path` and renames it onto `path` on success.
 
     A kill mid-write leaves the previous `path` (if any) untouched; a failed write removes the
@@ -179,12 +179,13 @@ def atomic_write(path, mode="w"):
     Args:
         path: the final file.
         mode: "w" (text) or "wb" (bytes).
+        encoding: of a text file (`open`'s default when None).
 
     Example:
         >>> with atomic_write("runs/x/config.json") as file:  # doctest: +SKIP
         ...     file.write("{}")
     """
-    with _temporary_beside(path) as temporary, open(temporary, mode) as file:
+    with _temporary_beside(path) as temporary, open(temporary, mode, encoding=encoding) as file:
         yield file
         file.flush()
         os.fsync(file.fileno())
