@@ -147,3 +147,26 @@ def test_accumulation_steps_from_tokens_per_update(corpus, tmp_path):
     assert config.accumulation_steps(num_replicas=3) == 3
     fixed = config.replace(schedule=config.schedule.__class__(accumulation_steps=5))
     assert fixed.accumulation_steps(num_replicas=1) == 5
+
+
+def test_a_corpus_line_that_is_not_utf8_stops_the_run_or_is_skipped_on_request(corpus,
+                                                                              tmp_path):
+    from keras_transformer.training import train
+
+    bad = tmp_path / "bad.tgt"
+    lines = open(corpus["train_target"], "rb").read().split(b"\n")
+    lines[4] = b"caf\xe9 " + lines[4]
+    bad.write_bytes(b"\n".join(lines))
+    config = tiny_config(tmp_path / "run", corpus, schedule={"train_steps": 2})
+    config["data"]["train"][0]["target"] = str(bad)
+    # The hint names what a training config can do about it (not a flag `train` lacks).
+    with pytest.raises(UserInputError, match=r"line 5 is not valid UTF-8 .*`on_bad_line: skip` "
+                                             r"on the corpus in a training config"):
+        train(config)
+    config["output_dir"] = str(tmp_path / "skipping")
+    config["data"]["train"][0]["on_bad_line"] = "skip"
+    summary = train(config)
+    assert summary.step == 2
+    config["data"]["train"][0]["on_bad_line"] = "ignore"
+    with pytest.raises(UserInputError, match=r"data.train\[0\].on_bad_line"):
+        TrainingConfig.from_dict(config)

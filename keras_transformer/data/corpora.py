@@ -178,7 +178,8 @@ def _utf8_error_message(path, line_number, line, error, skip_flag_hint):
     )
 
 
-_SKIP_HINT = "read the corpus with on_bad_line='skip' (`--skip-bad-lines` on the command line)"
+_SKIP_HINT = ("read the corpus with on_bad_line='skip' (`on_bad_line: skip` on the corpus in a "
+              "training config, `--skip-bad-lines` for `keras-transformer vocab`)")
 
 
 def _skip_line_numbers(dataset, skipped_lines):

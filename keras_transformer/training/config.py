@@ -63,6 +63,8 @@ class CorpusFiles:
         tfds: a TensorFlow Datasets name instead of files, e.g. `wmt14_translate/de-en`; then
             `source` and `target` are the feature keys (`en`, `de`).
         split: the TFDS split.
+        on_bad_line: "error" (default) stops at a line of the files that is not UTF-8, naming
+            it; "skip" leaves that pair out and reports how many were skipped.
     """
 
     source: str
@@ -70,6 +72,7 @@ class CorpusFiles:
     weight: float = 1.0
     tfds: Optional[str] = None
     split: str = "train"
+    on_bad_line: Literal["error", "skip"] = "error"
 
 
 @dataclasses.dataclass(frozen=True)

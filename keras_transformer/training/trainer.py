@@ -348,7 +348,8 @@ def _corpora(files):
                                            split=corpus.split, weight=corpus.weight))
         else:
             corpora.append(data.TextPairCorpus(corpus.source, corpus.target,
-                                               weight=corpus.weight))
+                                               weight=corpus.weight,
+                                               on_bad_line=corpus.on_bad_line))
     return corpora
 
 
