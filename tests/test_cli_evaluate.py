@@ -54,3 +54,21 @@ def test_evaluate_errors(tmp_path, capsys):
     assert main(["evaluate", "--hypotheses", str(hypotheses), "--reference",
                  str(reference)]) == 2
     assert "2 lines but there are 1 hypotheses" in capsys.readouterr().err
+
+
+def test_a_misaligned_reference_is_refused_before_the_model_is_loaded(tmp_path, capsys,
+                                                                      monkeypatch):
+    import keras_transformer.cli.evaluate as cli_evaluate
+
+    def no_model(args):
+        raise AssertionError("the model was loaded before the line counts were checked")
+
+    monkeypatch.setattr(cli_evaluate, "translator_from_args", no_model)
+    source, reference = tmp_path / "src.txt", tmp_path / "ref.txt"
+    source.write_text("a\nb\nc\n", encoding="utf-8")
+    reference.write_text("a\nb\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(tmp_path / "run"), "--source", str(source),
+                 "--reference", str(reference)]) == 2
+    error = capsys.readouterr().err
+    assert f"--reference {str(reference)!r} has 2 lines but --source {str(source)!r} has 3" in (
+        error)

@@ -159,6 +159,11 @@ def test_cli_vocab_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "Traceback" not in error
     assert cli_main(["vocab", "--output", str(tmp_path / "v")]) == 2
     assert "at least one corpus" in capsys.readouterr().err
+    # 0 is the user's value, refused as too small (not taken as "unset": the preset's 37000).
+    (tmp_path / "a.de").write_text("x\ny\n", encoding="utf-8")
+    assert cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
+                     "--vocab-size", "0", "--output", str(tmp_path / "v")]) == 2
+    assert "vocabulary size 0 is too small" in capsys.readouterr().err
 
 
 def test_one_vocabulary_class_under_every_name():

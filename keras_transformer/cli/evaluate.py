@@ -122,6 +122,12 @@ def run(args):
         import time
 
         sources = _read(args.source)
+        # Before the model is loaded: a misaligned file should not cost a test set's decoding.
+        for path, reference_set in zip(args.reference, references):
+            if len(reference_set) != len(sources):
+                raise UserInputError(
+                    f"--reference {path!r} has {len(reference_set)} lines but --source "
+                    f"{args.source!r} has {len(sources)}; the files must be line-aligned")
         translator = translator_from_args(args)
         start = time.perf_counter()
         hypotheses = translator.translate(sources)

@@ -70,7 +70,7 @@ def run(args) -> int:
     if not corpora:
         raise UserInputError("give at least one corpus: --pair SOURCE TARGET or --tsv FILE")
     preset = PRESETS[args.preset]
-    vocab_size = args.vocab_size or preset.vocab_size
+    vocab_size = preset.vocab_size if args.vocab_size is None else args.vocab_size
     model_type = args.model_type or preset.model_type
     for flag, value in (("--input-sentence-size", args.input_sentence_size),
                         ("--max-sentence-length", args.max_sentence_length - 1)):
