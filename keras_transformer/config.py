@@ -100,15 +100,26 @@ class TransformerConfig:
     def from_preset(cls, name, vocab_size=None, **overrides):
         """A preset of Table 3 (see the module docstring for names), with overrides.
 
+        A preset whose d_k and d_v are its d_model / h (every one but `B.d_k=*`'s d_k) keeps
+        them so under a new `d_model` or `num_heads`, as in OpenNMT-tf and fairseq, unless
+        `key_dim` / `value_dim` are given too.
+
         Example:
         >>> TransformerConfig.from_preset("big", vocab_size=37000).d_model
         1024
+        >>> TransformerConfig.from_preset("base", d_model=128, num_heads=4).key_dim
+        32
         """
         if name not in PRESETS:
             raise UserInputError(
                 f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}"
             )
         values = dict(PRESETS[name])
+        per_head = values["d_model"] // values["num_heads"]
+        if "d_model" in overrides or "num_heads" in overrides:
+            for field in ("key_dim", "value_dim"):
+                if field not in overrides and values[field] == per_head:
+                    values[field] = None  # d_model / h of the new dims (__post_init__)
         if vocab_size is not None:
             values["vocab_size"] = vocab_size
         values.update(overrides)

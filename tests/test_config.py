@@ -60,3 +60,20 @@ def test_bad_values_give_clear_errors():
         TransformerConfig(d_model=30, num_heads=4)
     with pytest.raises(UserInputError, match="norm_position"):
         TransformerConfig(norm_position="middle")
+
+
+def test_a_preset_under_new_dims_keeps_d_k_and_d_v_at_d_model_over_h():
+    # As OpenNMT-tf and fairseq: d_k = d_v = d_model / h follows d_model and h.
+    small = TransformerConfig.from_preset("base", d_model=64, num_heads=2)
+    assert (small.key_dim, small.value_dim) == (32, 32)
+    assert TransformerConfig.from_preset("big", num_heads=8).key_dim == 1024 // 8
+    # ... unless given, and not where the preset's d_k is its point (Table 3 row B).
+    given = TransformerConfig.from_preset("base", d_model=64, num_heads=2, key_dim=64)
+    assert (given.key_dim, given.value_dim) == (64, 32)
+    row_b = TransformerConfig.from_preset("B.d_k=16", d_model=256)
+    assert (row_b.key_dim, row_b.value_dim) == (16, 32)
+    # Dims that h does not divide are an error naming the fix, not a silent d_k of 64.
+    with pytest.raises(UserInputError, match="num_heads.*must divide d_model=64"):
+        TransformerConfig.from_preset("base", d_model=64, num_heads=3)
+    # The presets themselves are unchanged.
+    assert TransformerConfig.from_preset("base").key_dim == 64
