@@ -112,3 +112,12 @@ def test_an_existing_output_is_replaced_when_the_run_succeeds(run_folder, tmp_pa
         ["a dog", "", "hello"])
     assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.en", "out.de"]
+
+
+def test_an_output_that_cannot_be_written_is_one_line(run_folder, tmp_path, capsys,
+                                                      monkeypatch):
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
+    output = tmp_path / "no_such_folder" / "out.de"
+    assert main(["translate", "--model", str(run_folder), "-o", str(output)]) == 2
+    error = capsys.readouterr().err
+    assert f"cannot write {str(output)!r}: No such file or directory" in error

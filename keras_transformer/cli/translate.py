@@ -116,11 +116,12 @@ def open_output(path):
     if path is None:
         yield sys.stdout
         return
-    try:
-        with atomic_write(path, encoding="utf-8") as file:
-            yield file
-    except OSError as error:
-        raise UserInputError(f"cannot write {path!r}: {error.strerror}") from None
+    with contextlib.ExitStack() as stack:
+        try:  # only the opening: an error of the run itself passes through unrenamed
+            file = stack.enter_context(atomic_write(path, encoding="utf-8"))
+        except OSError as error:
+            raise UserInputError(f"cannot write {path!r}: {error.strerror}") from None
+        yield file
 
 
 def line_chunks(source, size, name="the input"):
