@@ -137,6 +137,23 @@ def test_overrides(corpus, tmp_path):
     assert values["schedule"]["train_steps"] == 12  # the input is not modified
     with pytest.raises(UserInputError, match="KEY=VALUE"):
         apply_overrides(values, ["train_steps"])
+    with pytest.raises(UserInputError, match=r"'train' is a list; set it whole, e\.g\. "
+                                             r"data\.train=\[\{source: a\.en"):
+        apply_overrides(values, ["data.train.0.target=x.de"])
+
+
+def test_a_bad_value_from_set_is_named_as_given_not_as_the_files(corpus, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(tiny_config(tmp_path / "run", corpus)))
+    with pytest.raises(UserInputError) as raised:
+        TrainingConfig.from_file(path, overrides=["schedule.train_steps=abc"])
+    assert str(raised.value).startswith("--set schedule.train_steps=abc: schedule.train_steps")
+    values = tiny_config(tmp_path / "run", corpus)
+    values["schedule"]["warmup_steps"] = "many"
+    path.write_text(json.dumps(values))
+    with pytest.raises(UserInputError) as raised:  # the file's own value: the file is named
+        TrainingConfig.from_file(path, overrides=["schedule.train_steps=5"])
+    assert str(raised.value).startswith(f"{path}: schedule.warmup_steps")
 
 
 def test_accumulation_steps_from_tokens_per_update(corpus, tmp_path):

@@ -272,7 +272,11 @@ class TrainingConfig:
         try:
             return cls.from_dict(values)
         except UserInputError as error:
-            raise UserInputError(f"{path}: {error}") from None
+            # A value from the command line is named as the user gave it, not as the file's.
+            assignments = {a.partition("=")[0]: a for a in overrides}
+            given = [key for key in assignments if str(error).startswith(key)]
+            where = f"--set {assignments[max(given, key=len)]}" if given else path
+            raise UserInputError(f"{where}: {error}") from None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -334,10 +338,15 @@ def apply_overrides(values, overrides):
             value = text
         node = values
         parts = key.split(".")
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], 1):
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
+            if isinstance(child, list):
+                raise UserInputError(
+                    f"override {assignment!r}: {part!r} is a list; set it whole, e.g. "
+                    f"{'.'.join(parts[:depth])}=[{{source: a.en, target: a.de}}] for a list of "
+                    "corpora")
             if not isinstance(child, dict):
                 raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
             node = child
