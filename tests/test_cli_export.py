@@ -70,5 +70,10 @@ def test_bad_input_is_one_line_and_exit_code_2(run_folder, tmp_path, capsys):
     assert "model name '../up'" in _error_line(capsys)
     assert main(["export", "--model", str(run_folder), *common, "--beam-size", "3"]) == 2
     assert "beam" in _error_line(capsys)
+    # The default beam above a narrower --max-beam-size: both flags named, not a bare range.
+    assert main(["export", "--model", str(run_folder), "--name", "tiny", "--base-dir",
+                 str(base), "--max-beam-size", "2"]) == 2
+    assert "--beam-size=4 (the beam of a request that names none; default 4) is above " \
+           "--max-beam-size=2: lower --beam-size or raise --max-beam-size" in _error_line(capsys)
     # Nothing was written by the failed exports.
     assert not (base / "tiny").exists() or not any((base / "tiny").iterdir())

@@ -41,6 +41,11 @@ def run(args):
     from keras_transformer.export import export_saved_model
     from keras_transformer.translation import load_model
 
+    if 1 <= args.max_beam_size < args.beam_size:  # other values: the range checks below
+        raise UserInputError(
+            f"--beam-size={args.beam_size} (the beam of a request that names none; default "
+            f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
+            "--beam-size or raise --max-beam-size")
     model, files = load_model(args.model)
     vocabulary = args.vocab or files["vocabulary"]
     if vocabulary is None:
