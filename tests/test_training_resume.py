@@ -221,13 +221,15 @@ def killed_run(tmp_path_factory):
         status = run.wait()
         assert status == 0, launcher.log(run.number, "err")[-6000:]
         finished = launcher.log(run.number, "out")
+        finished_stderr = launcher.log(run.number, "err")
     finally:
         launcher.close()
     killed_seconds = time.monotonic() - started
 
     # The reference: the same config, never interrupted (in this process).
     reference = train(_config(directory / "reference", corpus))
-    return {"kills": kills, "finished": finished, "reference": reference, "corpus": corpus,
+    return {"kills": kills, "finished": finished, "finished_stderr": finished_stderr,
+            "reference": reference, "corpus": corpus,
             "run_dir": directory / "killed", "killed_seconds": killed_seconds}
 
 
@@ -276,10 +278,21 @@ def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
                                                              TRAIN_STEPS]  # keep_last 3
 
 
-def test_finished_run_is_not_trained_again(killed_run):
-    result = train(_config(killed_run["run_dir"], killed_run["corpus"]))
+def test_finished_run_is_not_trained_again(killed_run, caplog):
+    with caplog.at_level(logging.WARNING, logger="keras_transformer.training.trainer"):
+        result = train(_config(killed_run["run_dir"], killed_run["corpus"]))
     assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
     assert result.history == {}
+    assert any(f"has trained {TRAIN_STEPS} steps already and schedule.train_steps is "
+               f"{TRAIN_STEPS}: nothing to train" in record.getMessage()
+               for record in caplog.records)
+
+
+def test_the_cli_run_logs_where_it_resumed_as_it_starts(killed_run):
+    # The restart's stderr (the CLI's log handler), before its own summary on stdout.
+    resumed_from = killed_run["kills"][-1]["listed"][-1]
+    assert f"resuming {killed_run['run_dir']} from step {resumed_from}" in (
+        killed_run["finished_stderr"])
 
 
 def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):

@@ -30,6 +30,7 @@ def run(args):
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
     config = TrainingConfig.from_file(args.config, overrides=overrides)
+    _log_to_stderr()
     try:
         result = train(config)
     except TrainingDivergedError as error:
@@ -37,3 +38,18 @@ def run(args):
         return 1
     print(result.summary())
     return 0
+
+
+def _log_to_stderr():
+    """The trainer's progress notes (resuming from step N, the batch layout, averaging) on
+    stderr as they happen, as OpenNMT-tf and fairseq print theirs; a program that configured
+    logging itself keeps its own."""
+    import logging
+
+    package = logging.getLogger("keras_transformer")
+    if package.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)

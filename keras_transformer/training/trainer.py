@@ -196,6 +196,10 @@ def train(config, callbacks=None):
     if start_step:
         logger.info("resuming %s from step %d (%s)", run.path, start_step, checkpointer.latest)
     finished_before = start_step >= train_steps or out_of_time()
+    if start_step >= train_steps:
+        logger.warning("%s has trained %d steps already and schedule.train_steps is %d: nothing "
+                       "to train (raise schedule.train_steps to train on)", run.path, start_step,
+                       train_steps)
     history = {}
     if not finished_before:
         history = _fit(config, model, strategy, vocabulary, checkpointer, run, start_step,
