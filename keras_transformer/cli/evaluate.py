@@ -16,7 +16,8 @@ of translating.
 
 import sys
 
-from keras_transformer.cli.translate import add_model_arguments, translator_from_args
+from keras_transformer.cli.translate import (add_model_arguments, open_output,
+                                             translator_from_args)
 from keras_transformer.errors import UserInputError
 
 HELP = ("translate a test set and score it with sacreBLEU and chrF, or score parses "
@@ -137,7 +138,7 @@ def run(args):
         print(f"translated {len(sources)} sentences in {seconds:.1f} s", file=sys.stderr)
         if args.output:
             try:
-                with open(args.output, "w", encoding="utf-8") as file:
+                with open_output(args.output) as file:
                     file.writelines(h + "\n" for h in hypotheses)
             except OSError as error:
                 raise UserInputError(f"cannot write {args.output!r}: {error.strerror}") from None

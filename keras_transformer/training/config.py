@@ -10,6 +10,8 @@ A complete file (YAML; JSON with the same keys works too):
     data:
       train:
         - {source: multi30k/train.en.gz, target: multi30k/train.de.gz}
+        # more corpora mix by weight; on_bad_line: skip leaves out pairs that are not UTF-8
+        # - {source: crawl.en.gz, target: crawl.de.gz, weight: 0.5, on_bad_line: skip}
       dev: {source: multi30k/val.en.gz, target: multi30k/val.de.gz}
       vocab: null               # a .model file, or null: train one into OUTPUT_DIR/vocab.model
       vocab_size: 8000
