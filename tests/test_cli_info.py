@@ -46,3 +46,17 @@ def test_a_closed_pipe_ends_the_command_quietly():
     stderr = process.stderr.read().decode()
     assert process.wait() == 141
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_an_input_error_is_the_only_line_on_stderr(tmp_path):
+    # TensorFlow 2.21 writes its start-up lines (absl logs before InitializeLog) whatever
+    # TF_CPP_MIN_LOG_LEVEL says; the CLI drops them, so the error is all a user sees.
+    from tests._training_fixtures import subprocess_env
+
+    missing = tmp_path / "nope.yaml"
+    result = subprocess.run([sys.executable, "-m", "keras_transformer", "train", "--config",
+                             str(missing)], capture_output=True, text=True,
+                            env=subprocess_env(), timeout=240)
+    assert result.returncode == 2
+    assert result.stderr == (f"keras-transformer train: error: training config file "
+                             f"{str(missing)!r} does not exist; check the path\n")

@@ -8,6 +8,7 @@ parser)` and `run(args) -> int`. Modules are imported only when their command ru
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from keras_transformer.errors import UserInputError
@@ -66,6 +67,39 @@ def build_parser(argv_command=None):
     return parser
 
 
+# TensorFlow's C++ start-up lines: absl logs written before `absl::InitializeLog()` ignore
+# TF_CPP_MIN_LOG_LEVEL (TensorFlow 2.21), so they would stand before every one-line error.
+_STARTUP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog|[IW]\d{4} ")
+
+
+def _import_tensorflow_quietly():
+    """Imports TensorFlow with its start-up chatter (`_STARTUP_NOISE`: the absl banner and
+    C++ INFO and WARNING lines) dropped from stderr;
+    anything else written during the import (a Python warning, an error) is written after it.
+    Nothing to do on another Keras backend, or when TensorFlow is imported already or absent."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow" or "tensorflow" in sys.modules:
+        return
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass  # the command that needs it reports it
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            sys.stderr.writelines(line for line in text.splitlines(keepends=True)
+                                  if not _STARTUP_NOISE.match(line))
+
+
 def main(argv=None):
     # TensorFlow's C++ start-up chatter hides the output people came for.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -76,6 +110,8 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command != "info":  # every other command loads TensorFlow (models or tf.data)
+        _import_tensorflow_quietly()
     try:
         status = _load(args.command).run(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
