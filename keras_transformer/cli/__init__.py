@@ -73,10 +73,10 @@ _STARTUP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeL
 
 
 def _import_tensorflow_quietly():
-    """Imports TensorFlow with its start-up chatter (`_STARTUP_NOISE`: the absl banner and
-    C++ INFO and WARNING lines) dropped from stderr;
-    anything else written during the import (a Python warning, an error) is written after it.
-    Nothing to do on another Keras backend, or when TensorFlow is imported already or absent."""
+    """Imports TensorFlow with its start-up chatter (`_STARTUP_NOISE`: the absl banner and C++
+    INFO and WARNING lines) dropped from stderr; anything else written during the import (a
+    Python warning, an error) is written after it. Nothing to do on another Keras backend, or
+    when TensorFlow is imported already or absent."""
     backend = os.environ.get("KERAS_BACKEND", "tensorflow")
     if backend != "tensorflow" or "tensorflow" in sys.modules:
         return
