@@ -164,6 +164,13 @@ def test_cli_vocab_bad_input_is_one_clear_line(tmp_path, capsys):
     assert cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
                      "--vocab-size", "0", "--output", str(tmp_path / "v")]) == 2
     assert "vocabulary size 0 is too small" in capsys.readouterr().err
+    # A file where the output's folder should be: one line, not a FileExistsError traceback.
+    (tmp_path / "afile").write_text("not a folder")
+    assert cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
+                     "--vocab-size", "8", "--output", str(tmp_path / "afile" / "v")]) == 2
+    error = capsys.readouterr().err
+    assert f"cannot make the folder {str(tmp_path / 'afile')!r}" in error
+    assert "Traceback" not in error
 
 
 def test_one_vocabulary_class_under_every_name():

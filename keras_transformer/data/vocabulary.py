@@ -173,7 +173,12 @@ def train_vocabulary(
     check_corpora(corpora)
 
     directory = os.path.dirname(os.path.abspath(model_prefix))
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:  # a file where a folder should be, or no permission
+        raise UserInputError(
+            f"cannot make the folder {directory!r} for the vocabulary {model_prefix!r}: "
+            f"{error.strerror}; choose another prefix") from None
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
     started = time.perf_counter()
