@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import sys
 
-from keras_transformer.errors import UserInputError
+from keras_transformer.errors import UserInputError, not_utf8_message
 from keras_transformer.training.output_dir import atomic_write
 
 HELP = "translate text with beam search (paper 6.1)"
@@ -136,10 +136,7 @@ def line_chunks(source, size, name="the input"):
             try:
                 yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as error:
-                raise UserInputError(
-                    f"{name} line {number} is not valid UTF-8 (byte 0x{raw[error.start]:02x} "
-                    f"at byte offset {error.start}); re-encode it as UTF-8 (for example "
-                    "`iconv -f latin1 -t utf-8`)") from None
+                raise UserInputError(not_utf8_message(name, number, raw, error)) from None
 
     stream = lines()
     while chunk := list(itertools.islice(stream, size)):

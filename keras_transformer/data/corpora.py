@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 
 import tensorflow as tf
 
-from keras_transformer.errors import UserInputError
+from keras_transformer.errors import UserInputError, not_utf8_message
 
 logger = logging.getLogger(__name__)
 
@@ -171,11 +171,8 @@ def _text_line_dataset(path):
 
 
 def _utf8_error_message(path, line_number, line, error, skip_flag_hint):
-    return (
-        f"{path!r} line {line_number} is not valid UTF-8 (byte 0x{line[error.start]:02x} at "
-        f"byte offset {error.start}); re-encode the file as UTF-8 (for example "
-        f"`iconv -f latin1 -t utf-8`) or {skip_flag_hint} to skip such pairs"
-    )
+    return (f"{not_utf8_message(repr(path), line_number, line, error)} or {skip_flag_hint} to "
+            "skip such pairs")
 
 
 _SKIP_HINT = ("read the corpus with on_bad_line='skip' (`on_bad_line: skip` on the corpus in a "
