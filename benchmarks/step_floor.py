@@ -111,18 +111,6 @@ def worker(spec):
     print(tt.RESULT_PREFIX + json.dumps({"seconds": seconds}), flush=True)
 
 
-def in_child(spec):
-    import subprocess
-
-    process = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                             capture_output=True, text=True)
-    for line in reversed(process.stdout.splitlines()):
-        if line.startswith(tt.RESULT_PREFIX):
-            return json.loads(line[len(tt.RESULT_PREFIX):])
-    last = (process.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"exited with status {process.returncode}: {last}"[:300]}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=["small", "base"],
@@ -152,8 +140,9 @@ def main(argv=None):
         results[name] = {}
         for precision in args.precisions:
             dtype = {"fp32": "float32", "bf16": "bfloat16"}[precision]
-            floor = in_child({"products": products, "dtype": dtype, "threads": args.threads,
-                              "steps": args.steps, "repeats": args.repeats})
+            floor = tt.in_child({"products": products, "dtype": dtype, "threads": args.threads,
+                                 "steps": args.steps, "repeats": args.repeats},
+                                timeout=1800, script=__file__)
             row = {"floor_ms": floor.get("seconds") and round(1000 * floor["seconds"], 3)}
             if row["floor_ms"]:
                 row["floor_gflops"] = round(product_flops(products) / floor["seconds"] / 1e9, 1)

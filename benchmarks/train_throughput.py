@@ -557,10 +557,12 @@ def worker(spec):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def in_child(spec, timeout=None):
-    """Runs `worker(spec)` in a fresh interpreter; `{"error": ...}` if it died or timed out."""
+def in_child(spec, timeout=None, script=__file__):
+    """Runs `script --worker SPEC` (this file's `worker(spec)` by default) in a fresh
+    interpreter and returns what it printed after RESULT_PREFIX; `{"error": ...}` if it died or
+    timed out."""
     try:
-        process = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+        process = subprocess.run([sys.executable, script, "--worker", json.dumps(spec)],
                                  capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"stopped after --row-timeout {timeout:g} s"}
