@@ -72,3 +72,25 @@ def test_a_misaligned_reference_is_refused_before_the_model_is_loaded(tmp_path, 
     error = capsys.readouterr().err
     assert f"--reference {str(reference)!r} has 2 lines but --source {str(source)!r} has 3" in (
         error)
+
+
+def test_an_earlier_output_survives_a_write_that_fails_midway(tmp_path, monkeypatch):
+    import pytest
+
+    import keras_transformer.cli.evaluate as cli_evaluate
+
+    class Translator:  # the second hypothesis breaks the write after the first was written
+        def translate(self, sources):
+            return ["a", None]
+
+    monkeypatch.setattr(cli_evaluate, "translator_from_args", lambda args: Translator())
+    source, reference = tmp_path / "src.txt", tmp_path / "ref.txt"
+    source.write_text("a\nb\n", encoding="utf-8")
+    reference.write_text("a\nb\n", encoding="utf-8")
+    output = tmp_path / "hyp.txt"
+    output.write_text("an earlier output\n", encoding="utf-8")
+    with pytest.raises(TypeError):
+        main(["evaluate", "--model", str(tmp_path / "run"), "--source", str(source),
+              "--reference", str(reference), "--output", str(output)])
+    assert output.read_text(encoding="utf-8") == "an earlier output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt", "ref.txt", "src.txt"]
