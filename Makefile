@@ -6,7 +6,7 @@ VENV ?= .venv
 KT_DATA_DIR ?= $(abspath ../shared/data)
 export KT_DATA_DIR
 
-.PHONY: quickstart test setup clean
+.PHONY: quickstart test lint setup clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ quickstart: $(VENV)/.installed
 
 # Two pytest workers, one per core of the 2-core CI machine (much of a test's time is
 # single-threaded tracing); --dist loadfile keeps each file's module fixtures in one worker.
-test: $(VENV)/.installed
+test: $(VENV)/.installed lint
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
+
+# ruff's settings are in pyproject.toml; `ruff format .` and `ruff check --fix .` mend most findings.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) runs

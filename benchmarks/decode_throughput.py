@@ -37,8 +37,8 @@ os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 os.environ.setdefault("CT2_USE_MKL", "1")
 
 import numpy as np  # noqa: E402
-from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
+from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 
 CONFIGS = {
     "small": dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4),
@@ -54,8 +54,7 @@ def build(name, vocab_size, seed=0):
     from keras_transformer import TransformerConfig, build_model
 
     keras.utils.set_random_seed(seed)
-    config = TransformerConfig(vocab_size=vocab_size, dropout=0.0, max_length=512,
-                               **CONFIGS[name])
+    config = TransformerConfig(vocab_size=vocab_size, dropout=0.0, max_length=512, **CONFIGS[name])
     return build_model(config)
 
 
@@ -73,9 +72,12 @@ def ours(model, beam_size, output_length, source_length, compile=True):
     from keras_transformer.decoding import BeamSearch, as_decoder
     from keras_transformer.translation import compile_search
 
-    search = BeamSearch(beam_size=beam_size, alpha=0.6,
-                        max_extra_length=output_length - source_length,
-                        min_length=output_length)
+    search = BeamSearch(
+        beam_size=beam_size,
+        alpha=0.6,
+        max_extra_length=output_length - source_length,
+        min_length=output_length,
+    )
     return compile_search(lambda s: tuple(search(model, s)), as_decoder(model), compile)
 
 
@@ -104,8 +106,9 @@ class NoCacheDecoder:
         (prefix,) = dynamic
         width = ops.shape(prefix)[1]
         prefix = ops.where(ops.arange(width)[None, :] == step, token_ids, prefix)
-        hidden = self.model.decoder(self.model.target_embedding(prefix), memory,
-                                    memory_mask=memory_mask)
+        hidden = self.model.decoder(
+            self.model.target_embedding(prefix), memory, memory_mask=memory_mask
+        )
         hidden = ops.take(hidden, ops.expand_dims(step, 0), axis=1)
         logits = ops.cast(self.model.output_projection(hidden, reverse=True), "float32")
         return ops.log_softmax(logits[:, 0], axis=-1), (prefix,)
@@ -116,9 +119,12 @@ def ours_without_cache(model, beam_size, output_length, source_length):
     from keras_transformer.translation import compile_search
 
     decoder = NoCacheDecoder(model)
-    search = BeamSearch(beam_size=beam_size, alpha=0.6,
-                        max_extra_length=output_length - source_length,
-                        min_length=output_length)
+    search = BeamSearch(
+        beam_size=beam_size,
+        alpha=0.6,
+        max_extra_length=output_length - source_length,
+        min_length=output_length,
+    )
     return compile_search(lambda s: tuple(search(decoder, s)), decoder)
 
 
@@ -138,8 +144,12 @@ def keras_hub_beam_sampler(model, beam_size, output_length, source_length):
         memory, memory_mask = model.encode(source_ids)
         cache = (memory_mask, model.init_cache(memory, output_length))
         prompt = ops.concatenate(
-            [ops.full((batch_size, 1), bos, "int32"),
-             ops.zeros((batch_size, output_length), "int32")], axis=1)
+            [
+                ops.full((batch_size, 1), bos, "int32"),
+                ops.zeros((batch_size, output_length), "int32"),
+            ],
+            axis=1,
+        )
 
         def next_fn(prompt, cache, index):
             memory_mask, layers = cache
@@ -167,7 +177,8 @@ def ctranslate2_model(model, directory):
     config = model.config
     weights = {w.path: np.asarray(ops.convert_to_numpy(w)) for w in model.weights}
     spec = transformer_spec.TransformerSpec.from_config(
-        config.num_layers, config.num_heads, pre_norm=False)
+        config.num_layers, config.num_heads, pre_norm=False
+    )
     spec.config.layer_norm_epsilon = config.layer_norm_epsilon
 
     def linear(target, prefix):
@@ -183,8 +194,11 @@ def ctranslate2_model(model, directory):
         target.beta = weights[prefix + "/layer_norm/beta"]
 
     embedding = weights[[k for k in weights if k.endswith("embeddings")][0]]
-    positions = np.asarray(ops.convert_to_numpy(
-        sinusoidal_positional_encoding(ops.arange(config.max_length), config.d_model)))
+    positions = np.asarray(
+        ops.convert_to_numpy(
+            sinusoidal_positional_encoding(ops.arange(config.max_length), config.d_model)
+        )
+    )
     for stack in (spec.encoder, spec.decoder):
         embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
         embeddings.weight = embedding
@@ -192,8 +206,10 @@ def ctranslate2_model(model, directory):
         stack.position_encodings.encodings = positions.astype("float32")
     for i, layer in enumerate(spec.encoder.layer):
         scope = f"encoder/layer_{i}"
-        fused(layer.self_attention.linear[0],
-              [f"{scope}/self_attention/{n}" for n in ("query", "key", "value")])
+        fused(
+            layer.self_attention.linear[0],
+            [f"{scope}/self_attention/{n}" for n in ("query", "key", "value")],
+        )
         linear(layer.self_attention.linear[1], f"{scope}/self_attention/output")
         norm(layer.self_attention.layer_norm, f"{scope}/self_attention_residual")
         linear(layer.ffn.linear_0, f"{scope}/feed_forward/inner")
@@ -201,13 +217,14 @@ def ctranslate2_model(model, directory):
         norm(layer.ffn.layer_norm, f"{scope}/feed_forward_residual")
     for i, layer in enumerate(spec.decoder.layer):
         scope = f"decoder/layer_{i}"
-        fused(layer.self_attention.linear[0],
-              [f"{scope}/self_attention/{n}" for n in ("query", "key", "value")])
+        fused(
+            layer.self_attention.linear[0],
+            [f"{scope}/self_attention/{n}" for n in ("query", "key", "value")],
+        )
         linear(layer.self_attention.linear[1], f"{scope}/self_attention/output")
         norm(layer.self_attention.layer_norm, f"{scope}/self_attention_residual")
         linear(layer.attention.linear[0], f"{scope}/cross_attention/query")
-        fused(layer.attention.linear[1],
-              [f"{scope}/cross_attention/{n}" for n in ("key", "value")])
+        fused(layer.attention.linear[1], [f"{scope}/cross_attention/{n}" for n in ("key", "value")])
         linear(layer.attention.linear[2], f"{scope}/cross_attention/output")
         norm(layer.attention.layer_norm, f"{scope}/cross_attention_residual")
         linear(layer.ffn.linear_0, f"{scope}/feed_forward/inner")
@@ -221,17 +238,23 @@ def ctranslate2_model(model, directory):
     spec.validate()
     spec.optimize(quantization=None)
     spec.save(directory)
-    return ctranslate2.Translator(directory, device="cpu", compute_type="float32",
-                                  intra_threads=THREADS, inter_threads=1), tokens
+    return ctranslate2.Translator(
+        directory, device="cpu", compute_type="float32", intra_threads=THREADS, inter_threads=1
+    ), tokens
 
 
 def ctranslate2_runner(translator, tokens, beam_size, output_length):
     def run(source_ids):
         batch = [[tokens[i] for i in row if i != 0] for row in source_ids]
         return translator.translate_batch(
-            batch, beam_size=beam_size, max_batch_size=len(batch),
-            max_decoding_length=output_length, min_decoding_length=output_length,
-            length_penalty=0.6, return_scores=False)
+            batch,
+            beam_size=beam_size,
+            max_batch_size=len(batch),
+            max_decoding_length=output_length,
+            min_decoding_length=output_length,
+            length_penalty=0.6,
+            return_scores=False,
+        )
 
     return run
 
@@ -242,14 +265,19 @@ def ctranslate2_agrees_with_ours(model, translator, tokens, sources, steps=10):
 
     from keras_transformer.decoding import greedy_search
 
-    ids = ops.convert_to_numpy(greedy_search(model, sources[:4], max_extra_length=steps - 25,
-                                             min_length=steps).ids)[:, 0, :steps]
+    ids = ops.convert_to_numpy(
+        greedy_search(model, sources[:4], max_extra_length=steps - 25, min_length=steps).ids
+    )[:, 0, :steps]
     theirs = translator.translate_batch(
-        [[tokens[i] for i in row if i != 0] for row in sources[:4]], beam_size=1,
-        max_decoding_length=steps, min_decoding_length=steps)
+        [[tokens[i] for i in row if i != 0] for row in sources[:4]],
+        beam_size=1,
+        max_decoding_length=steps,
+        min_decoding_length=steps,
+    )
     theirs = [[tokens.index(t) for t in r.hypotheses[0][:steps]] for r in theirs]
-    matches = sum(a == b for row_a, row_b in zip(ids.tolist(), theirs)
-                  for a, b in zip(row_a, row_b))
+    matches = sum(
+        a == b for row_a, row_b in zip(ids.tolist(), theirs) for a, b in zip(row_a, row_b)
+    )
     return matches / sum(len(r) for r in theirs)
 
 
@@ -274,8 +302,9 @@ def trained_model_throughput(args, peers):
     """Beam 4, alpha 0.6, max length input + 50 on real sentences with a trained model:
     `Translator.translate` (length-sorted batches of --batch-size, text in and out) against
     CTranslate2 on the same weights and the same subword pieces."""
-    source_file = args.source_file or os.path.join(os.environ.get("KT_DATA_DIR", ""), "wmt",
-                                                   "newstest2013.en")
+    source_file = args.source_file or os.path.join(
+        os.environ.get("KT_DATA_DIR", ""), "wmt", "newstest2013.en"
+    )
     if not os.path.isfile(source_file):
         print(f"# --trained: {source_file} not found (set KT_DATA_DIR or --source-file)")
         return None
@@ -283,47 +312,70 @@ def trained_model_throughput(args, peers):
 
     with open(source_file, encoding="utf-8") as file:
         lines = [line.rstrip("\n") for _, line in zip(range(args.lines), file)]
-    translator = Translator.load(args.trained, beam_size=args.beam_size, alpha=0.6,
-                                 max_extra_length=50, batch_size=args.batch_size)
+    translator = Translator.load(
+        args.trained,
+        beam_size=args.beam_size,
+        alpha=0.6,
+        max_extra_length=50,
+        batch_size=args.batch_size,
+    )
     translator.translate(lines)  # compile every batch shape once
     start = time.perf_counter()
     hypotheses = translator.translate(lines)
     seconds = time.perf_counter() - start
     vocabulary = translator.vocabulary
     generated = sum(len(vocabulary.encode(h)) + 1 for h in hypotheses)  # pieces + eos
-    rows = [dict(decoder="ours (Translator)", seconds=round(seconds, 2),
-                 tokens_per_second=round(generated / seconds, 1),
-                 sentences_per_second=round(len(lines) / seconds, 2))]
+    rows = [
+        dict(
+            decoder="ours (Translator)",
+            seconds=round(seconds, 2),
+            tokens_per_second=round(generated / seconds, 1),
+            sentences_per_second=round(len(lines) / seconds, 2),
+        )
+    ]
     if "ct2" in peers:
-        ct2_translator, tokens = ctranslate2_model(translator.model,
-                                                   tempfile.mkdtemp(prefix="ct2-trained-"))
+        ct2_translator, tokens = ctranslate2_model(
+            translator.model, tempfile.mkdtemp(prefix="ct2-trained-")
+        )
         # Cut as the Translator cuts sources longer than the model's maximum.
         keep = translator.model.config.max_length - 1
-        pieces = [[tokens[i] for i in vocabulary.encode(line)[:keep]] + ["</s>"]
-                  for line in lines]
+        pieces = [[tokens[i] for i in vocabulary.encode(line)[:keep]] + ["</s>"] for line in lines]
         longest = max(len(p) for p in pieces)
 
         def run():
             return ct2_translator.translate_batch(
-                pieces, beam_size=args.beam_size, max_batch_size=args.batch_size,
-                length_penalty=0.6, max_decoding_length=min(longest + 50,
-                                                            translator.model.config.max_length))
+                pieces,
+                beam_size=args.beam_size,
+                max_batch_size=args.batch_size,
+                length_penalty=0.6,
+                max_decoding_length=min(longest + 50, translator.model.config.max_length),
+            )
+
         run()
         start = time.perf_counter()
         outputs = run()
         ct2_seconds = time.perf_counter() - start
         ct2_generated = sum(len(o.hypotheses[0]) + 1 for o in outputs)
-        rows.append(dict(decoder="CTranslate2", seconds=round(ct2_seconds, 2),
-                         tokens_per_second=round(ct2_generated / ct2_seconds, 1),
-                         sentences_per_second=round(len(lines) / ct2_seconds, 2)))
+        rows.append(
+            dict(
+                decoder="CTranslate2",
+                seconds=round(ct2_seconds, 2),
+                tokens_per_second=round(ct2_generated / ct2_seconds, 1),
+                sentences_per_second=round(len(lines) / ct2_seconds, 2),
+            )
+        )
         for row in rows:
             row["sentences_vs_ctranslate2"] = round(
-                row["sentences_per_second"] / rows[-1]["sentences_per_second"], 3)
+                row["sentences_per_second"] / rows[-1]["sentences_per_second"], 3
+            )
     print(f"# trained model {args.trained} on the first {len(lines)} lines of {source_file}")
     for row in rows:
-        print(f"trained {row['decoder']:22} {row['seconds']:>8.2f} s "
-              f"{row['tokens_per_second']:>9.1f} tokens/s {row['sentences_per_second']:>7.2f} "
-              f"sent/s {row.get('sentences_vs_ctranslate2', float('nan')):>6.2f}", flush=True)
+        print(
+            f"trained {row['decoder']:22} {row['seconds']:>8.2f} s "
+            f"{row['tokens_per_second']:>9.1f} tokens/s {row['sentences_per_second']:>7.2f} "
+            f"sent/s {row.get('sentences_vs_ctranslate2', float('nan')):>6.2f}",
+            flush=True,
+        )
     return {"source_file": source_file, "lines": len(lines), "rows": rows}
 
 
@@ -336,19 +388,34 @@ def main(argv=None):
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--source-length", type=int, default=25)
     parser.add_argument("--lengths", default="25,50")
-    parser.add_argument("--scaling-lengths", default="25,50,100,200",
-                        help="output lengths for our cost-vs-length check (small config)")
-    parser.add_argument("--nocache-configs", default="small",
-                        help="configs on which to time the no-cache decoder (it is slow)")
+    parser.add_argument(
+        "--scaling-lengths",
+        default="25,50,100,200",
+        help="output lengths for our cost-vs-length check (small config)",
+    )
+    parser.add_argument(
+        "--nocache-configs",
+        default="small",
+        help="configs on which to time the no-cache decoder (it is slow)",
+    )
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--trained", metavar="RUN",
-                        help="also decode --source-file with this trained model (a training "
-                             "output_dir or .keras file), ours and CTranslate2")
-    parser.add_argument("--source-file", default=None,
-                        help="real sentences for --trained (default: "
-                             "$KT_DATA_DIR/wmt/newstest2013.en)")
-    parser.add_argument("--lines", type=int, default=500,
-                        help="first lines of --source-file to translate (default: 500)")
+    parser.add_argument(
+        "--trained",
+        metavar="RUN",
+        help="also decode --source-file with this trained model (a training "
+        "output_dir or .keras file), ours and CTranslate2",
+    )
+    parser.add_argument(
+        "--source-file",
+        default=None,
+        help="real sentences for --trained (default: $KT_DATA_DIR/wmt/newstest2013.en)",
+    )
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=500,
+        help="first lines of --source-file to translate (default: 500)",
+    )
     args = parser.parse_args(argv)
     unknown = [peer for peer in args.peers.split(",") if peer not in PEERS]
     if unknown:  # a misspelt peer would otherwise be run by no branch, without a word
@@ -361,11 +428,16 @@ def main(argv=None):
     peers, skipped_peers = importable_peers(args.peers.split(","), PEER_MODULES)
     lengths = [int(x) for x in args.lengths.split(",")]
     results = []
-    print(f"# {cpu_description()[0]}, {THREADS} threads, TF "
-          f"{tf.__version__}, beam {args.beam_size}, batch {args.batch_size}, source length "
-          f"{args.source_length}, vocab {args.vocab_size}, fp32", flush=True)
-    header = f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} " \
-             f"{'x ct2':>6} {'warmup s':>8}"
+    print(
+        f"# {cpu_description()[0]}, {THREADS} threads, TF "
+        f"{tf.__version__}, beam {args.beam_size}, batch {args.batch_size}, source length "
+        f"{args.source_length}, vocab {args.vocab_size}, fp32",
+        flush=True,
+    )
+    header = (
+        f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} "
+        f"{'x ct2':>6} {'warmup s':>8}"
+    )
     print(header)
     for name in filter(None, args.configs.split(",")):
         model = build(name, args.vocab_size)
@@ -375,37 +447,48 @@ def main(argv=None):
             directory = tempfile.mkdtemp(prefix=f"ct2-{name}-")
             ct2 = ctranslate2_model(model, directory)
             agreement = ctranslate2_agrees_with_ours(model, *ct2, sources)
-            print(f"# {name}: CTranslate2 greedy tokens equal to ours: {agreement:.0%}",
-                  flush=True)
+            print(f"# {name}: CTranslate2 greedy tokens equal to ours: {agreement:.0%}", flush=True)
         for length in lengths:
             runners = {}
             if "ours" in peers:
-                runners["ours (tf.function)"] = ours(model, args.beam_size, length,
-                                                     args.source_length)
+                runners["ours (tf.function)"] = ours(
+                    model, args.beam_size, length, args.source_length
+                )
             if "nocache" in peers and name in args.nocache_configs.split(","):
                 runners["ours without cache"] = ours_without_cache(
-                    model, args.beam_size, length, args.source_length)
+                    model, args.beam_size, length, args.source_length
+                )
             if "kerashub" in peers:
                 runners["keras-hub BeamSampler"] = keras_hub_beam_sampler(
-                    model, args.beam_size, length, args.source_length)
+                    model, args.beam_size, length, args.source_length
+                )
             if ct2 is not None:
                 runners["CTranslate2"] = ctranslate2_runner(*ct2, args.beam_size, length)
             rows = {}
             for label, run in runners.items():
                 seconds, warmup = time_it(run, sources, args.repeats)
-                rows[label] = dict(config=name, decoder=label, output_length=length,
-                                   seconds=round(seconds, 3), warmup_seconds=round(warmup, 2),
-                                   tokens_per_second=round(args.batch_size * length / seconds, 1),
-                                   sentences_per_second=round(args.batch_size / seconds, 2))
+                rows[label] = dict(
+                    config=name,
+                    decoder=label,
+                    output_length=length,
+                    seconds=round(seconds, 3),
+                    warmup_seconds=round(warmup, 2),
+                    tokens_per_second=round(args.batch_size * length / seconds, 1),
+                    sentences_per_second=round(args.batch_size / seconds, 2),
+                )
             reference = rows.get("CTranslate2")
             for row in rows.values():
                 if reference:
                     row["vs_ctranslate2"] = round(
-                        row["tokens_per_second"] / reference["tokens_per_second"], 3)
-                print(f"{row['config']:6} {row['decoder']:22} {length:>7} "
-                      f"{row['tokens_per_second']:>9.1f} {row['sentences_per_second']:>7.2f} "
-                      f"{row.get('vs_ctranslate2', float('nan')):>6.2f} "
-                      f"{row['warmup_seconds']:>8.1f}", flush=True)
+                        row["tokens_per_second"] / reference["tokens_per_second"], 3
+                    )
+                print(
+                    f"{row['config']:6} {row['decoder']:22} {length:>7} "
+                    f"{row['tokens_per_second']:>9.1f} {row['sentences_per_second']:>7.2f} "
+                    f"{row.get('vs_ctranslate2', float('nan')):>6.2f} "
+                    f"{row['warmup_seconds']:>8.1f}",
+                    flush=True,
+                )
                 results.append(row)
     scaling = []
     if args.scaling_lengths and "ours" in peers:
@@ -422,17 +505,36 @@ def main(argv=None):
             for label, run in runners.items():
                 seconds, _ = time_it(run, sources, 1)
                 per_token = seconds / (args.batch_size * length)
-                scaling.append(dict(decoder=label, output_length=length,
-                                    seconds=round(seconds, 3),
-                                    ms_per_token=round(1000 * per_token, 3)))
-                print(f"small  {label:22} {length:>7} {seconds:>8.2f} s  "
-                      f"{1000 * per_token:.3f} ms/token", flush=True)
+                scaling.append(
+                    dict(
+                        decoder=label,
+                        output_length=length,
+                        seconds=round(seconds, 3),
+                        ms_per_token=round(1000 * per_token, 3),
+                    )
+                )
+                print(
+                    f"small  {label:22} {length:>7} {seconds:>8.2f} s  "
+                    f"{1000 * per_token:.3f} ms/token",
+                    flush=True,
+                )
     trained = trained_model_throughput(args, peers) if args.trained else None
-    print(json.dumps({"benchmark": "decode_throughput", "threads": THREADS,
-                      "batch_size": args.batch_size, "beam_size": args.beam_size,
-                      "source_length": args.source_length, "vocab_size": args.vocab_size,
-                      "results": results, "scaling": scaling, "trained": trained,
-                      "skipped_peers": skipped_peers}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "decode_throughput",
+                "threads": THREADS,
+                "batch_size": args.batch_size,
+                "beam_size": args.beam_size,
+                "source_length": args.source_length,
+                "vocab_size": args.vocab_size,
+                "results": results,
+                "scaling": scaling,
+                "trained": trained,
+                "skipped_peers": skipped_peers,
+            }
+        )
+    )
     return 0
 
 

@@ -43,16 +43,19 @@ from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 from keras_transformer.layers import Dropout  # noqa: E402
 
 # name -> (tokens, d_model, rate): one activation of the config's batch.
-SHAPES = {"multi30k": (8192, 128, 0.3),  # pipelines/multi30k.py: 8192 tokens, dropout 0.3
-          "small": (32 * 32, 256, 0.1),  # train_throughput.py: 32 x 32 tokens, dropout 0.1
-          "base": (32 * 32, 512, 0.1)}
+SHAPES = {
+    "multi30k": (8192, 128, 0.3),  # pipelines/multi30k.py: 8192 tokens, dropout 0.3
+    "small": (32 * 32, 256, 0.1),  # train_throughput.py: 32 x 32 tokens, dropout 0.1
+    "base": (32 * 32, 512, 0.1),
+}
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="*", choices=sorted(SHAPES),
-                        default=["multi30k", "small", "base"])
+    parser.add_argument(
+        "--configs", nargs="*", choices=sorted(SHAPES), default=["multi30k", "small", "base"]
+    )
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     return parser.parse_args(argv)
@@ -60,6 +63,7 @@ def parse_args(argv=None):
 
 def keras_step(layer):
     """`x -> (d sum(layer(x)^2) / dx, layer(x))` as a `tf.function`; None: the identity."""
+
     @tf.function
     def step(x):
         with tf.GradientTape() as tape:
@@ -67,6 +71,7 @@ def keras_step(layer):
             y = x if layer is None else layer(x, training=True)
             loss = tf.reduce_sum(tf.square(tf.cast(y, tf.float32)))
         return tape.gradient(loss, x), y
+
     return step
 
 
@@ -74,6 +79,7 @@ def best_milliseconds(calls, steps, repeats):
     """`{name: best ms per call}`: the windows of the calls take turns (a machine that slows
     down or speeds up during the run affects every row alike), after `steps` warm-up calls
     each (tracing, allocation)."""
+
     def window(call):
         started = time.perf_counter()
         for _ in range(steps):
@@ -110,19 +116,29 @@ def torch_call(shape, rate, dtype, seed=0):
         y = torch.nn.functional.dropout(x, rate, training=True)
         (grad,) = torch.autograd.grad(y.float().square().sum(), x)
         return grad.float().numpy()
+
     return call, torch.__version__
 
 
 def main(argv=None):
     args = parse_args(argv)
     cpu, flags = cpu_description()
-    print(f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-          "default threads; one dropout, forward and backward")
+    print(
+        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        "default threads; one dropout, forward and backward"
+    )
     print("| config | activation | dtype | system | ms per call | x keras |")
     print("|---|---|---|---|---:|---:|")
-    headline = {"benchmark": "dropout_throughput", "cpu": cpu, "cpu_flags": flags,
-                "tensorflow": tf.__version__, "keras": keras.__version__,
-                "steps": args.steps, "repeats": args.repeats, "skipped_peers": {}}
+    headline = {
+        "benchmark": "dropout_throughput",
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "skipped_peers": {},
+    }
     for name in args.configs:
         tokens, d_model, rate = SHAPES[name]
         shape = (tokens, d_model)
@@ -132,10 +148,12 @@ def main(argv=None):
             # Nonzero everywhere, so that a zero in the output is a dropped unit.
             x = tf.constant(np.abs(rng.normal(size=shape)) + 0.1, dtype)
             ours_layer = Dropout(rate, seed=1, dtype=dtype)
-            steps = {"identity": keras_step(None),
-                     "keras": keras_step(keras.layers.Dropout(rate, seed=1, dtype=dtype)),
-                     "ours": keras_step(ours_layer)}
-            calls = {kind: (lambda s=step: s(x)[0]) for kind, step in steps.items()}
+            steps = {
+                "identity": keras_step(None),
+                "keras": keras_step(keras.layers.Dropout(rate, seed=1, dtype=dtype)),
+                "ours": keras_step(ours_layer),
+            }
+            calls = {kind: (lambda s=step, x=x: s(x)[0]) for kind, step in steps.items()}
             peer = torch_call(shape, rate, dtype)
             if peer is None:
                 headline["skipped_peers"]["torch"] = "PyTorch is not installed"
@@ -145,20 +163,26 @@ def main(argv=None):
             ms = best_milliseconds(calls, args.steps, args.repeats)
             plausible = kept_fraction_is_plausible(steps["ours"](x)[1], rate)
             row = {kind: round(value, 3) for kind, value in ms.items()}
-            row.update(ours_over_keras=round(ms["keras"] / ms["ours"], 3),
-                       ours_kept_fraction_plausible=plausible)
+            row.update(
+                ours_over_keras=round(ms["keras"] / ms["ours"], 3),
+                ours_kept_fraction_plausible=plausible,
+            )
             for kind in ("identity", "keras", "ours", "torch"):
                 if kind in row:
-                    print(f"| {name} | {tokens} x {d_model} | {precision} | {kind} | "
-                          f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |")
+                    print(
+                        f"| {name} | {tokens} x {d_model} | {precision} | {kind} | "
+                        f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |"
+                    )
             headline[name][precision] = row
     if "torch" in headline["skipped_peers"]:
         print("torch: skipped (PyTorch is not installed)")
     for name in args.configs:
         for precision, row in headline[name].items():
             if not row["ours_kept_fraction_plausible"]:
-                print(f"ours at {name} {precision}: the kept fraction is not 1 - rate, so its "
-                      "row times a broken dropout")
+                print(
+                    f"ours at {name} {precision}: the kept fraction is not 1 - rate, so its "
+                    "row times a broken dropout"
+                )
     print(json.dumps(headline))
     return headline
 

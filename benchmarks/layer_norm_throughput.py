@@ -44,18 +44,24 @@ from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 from keras_transformer.layers import LayerNormalization  # noqa: E402
 
 # name -> (tokens, d_model): one activation of the config's batch.
-SHAPES = {"multi30k": (8192, 128),  # pipelines/multi30k.py: 8192 tokens, d_model 128
-          "parsing": (2048, 256),  # pipelines/ptb_parsing.py --cpu: 2048 tokens, d_model 256
-          "small": (32 * 32, 256),  # train_throughput.py: 32 x 32 tokens
-          "base": (32 * 32, 512)}
+SHAPES = {
+    "multi30k": (8192, 128),  # pipelines/multi30k.py: 8192 tokens, d_model 128
+    "parsing": (2048, 256),  # pipelines/ptb_parsing.py --cpu: 2048 tokens, d_model 256
+    "small": (32 * 32, 256),  # train_throughput.py: 32 x 32 tokens
+    "base": (32 * 32, 512),
+}
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 EPSILON = 1e-6
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="*", choices=sorted(SHAPES),
-                        default=["multi30k", "parsing", "small", "base"])
+    parser.add_argument(
+        "--configs",
+        nargs="*",
+        choices=sorted(SHAPES),
+        default=["multi30k", "parsing", "small", "base"],
+    )
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     return parser.parse_args(argv)
@@ -66,14 +72,16 @@ def built_layer(cls, width, dtype, seed=0):
     rng = np.random.default_rng(seed)
     layer = cls(epsilon=EPSILON, dtype=dtype)
     layer.build((None, width))
-    layer.set_weights([rng.normal(size=width).astype("float32") + 1,
-                       rng.normal(size=width).astype("float32")])
+    layer.set_weights(
+        [rng.normal(size=width).astype("float32") + 1, rng.normal(size=width).astype("float32")]
+    )
     return layer
 
 
 def keras_step(layer, weights):
     """`x -> [d/dx, d/dgamma, d/dbeta of sum(layer(x) * weights)], layer(x)` as a
     `tf.function`; `layer` None: the identity (gamma and beta get no gradient)."""
+
     @tf.function
     def step(x):
         with tf.GradientTape() as tape:
@@ -82,6 +90,7 @@ def keras_step(layer, weights):
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * weights)
         sources = [x] if layer is None else [x, layer.gamma.value, layer.beta.value]
         return tape.gradient(loss, sources), y
+
     return step
 
 
@@ -111,19 +120,29 @@ def torch_call(shape, dtype, seed=0):
         y = torch.nn.functional.layer_norm(x.float(), shape[-1:], gamma, beta, EPSILON)
         grads = torch.autograd.grad((y.to(x.dtype).float() * weights).sum(), [x, gamma, beta])
         return grads[0].float().numpy()
+
     return call, torch.__version__
 
 
 def main(argv=None):
     args = parse_args(argv)
     cpu, flags = cpu_description()
-    print(f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-          "default threads; one layer normalization, forward and backward")
+    print(
+        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        "default threads; one layer normalization, forward and backward"
+    )
     print("| config | activation | dtype | system | ms per call | x keras |")
     print("|---|---|---|---|---:|---:|")
-    headline = {"benchmark": "layer_norm_throughput", "cpu": cpu, "cpu_flags": flags,
-                "tensorflow": tf.__version__, "keras": keras.__version__,
-                "steps": args.steps, "repeats": args.repeats, "skipped_peers": {}}
+    headline = {
+        "benchmark": "layer_norm_throughput",
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "skipped_peers": {},
+    }
     for name in args.configs:
         tokens, d_model = SHAPES[name]
         shape = (tokens, d_model)
@@ -132,12 +151,14 @@ def main(argv=None):
             rng = np.random.default_rng(0)
             x = tf.constant(rng.normal(size=shape) * 2 + 0.5, dtype)
             weights = tf.constant(rng.normal(size=shape), tf.float32)
-            steps = {"identity": keras_step(None, weights),
-                     "keras": keras_step(built_layer(keras.layers.LayerNormalization, d_model,
-                                                     dtype), weights),
-                     "ours": keras_step(built_layer(LayerNormalization, d_model, dtype),
-                                        weights)}
-            calls = {kind: (lambda s=step: s(x)[0][0]) for kind, step in steps.items()}
+            steps = {
+                "identity": keras_step(None, weights),
+                "keras": keras_step(
+                    built_layer(keras.layers.LayerNormalization, d_model, dtype), weights
+                ),
+                "ours": keras_step(built_layer(LayerNormalization, d_model, dtype), weights),
+            }
+            calls = {kind: (lambda s=step, x=x: s(x)[0][0]) for kind, step in steps.items()}
             peer = torch_call(shape, dtype)
             if peer is None:
                 headline["skipped_peers"]["torch"] = "PyTorch is not installed"
@@ -147,13 +168,18 @@ def main(argv=None):
             ms = best_milliseconds(calls, args.steps, args.repeats)
             (ours_grads, ours_y), (keras_grads, keras_y) = steps["ours"](x), steps["keras"](x)
             row = {kind: round(value, 3) for kind, value in ms.items()}
-            row.update(ours_over_keras=round(ms["keras"] / ms["ours"], 3),
-                       max_relative_difference=max_relative_difference(
-                           [ours_y, *ours_grads], [keras_y, *keras_grads]))
+            row.update(
+                ours_over_keras=round(ms["keras"] / ms["ours"], 3),
+                max_relative_difference=max_relative_difference(
+                    [ours_y, *ours_grads], [keras_y, *keras_grads]
+                ),
+            )
             for kind in ("identity", "keras", "ours", "torch"):
                 if kind in row:
-                    print(f"| {name} | {tokens} x {d_model} | {precision} | {kind} | "
-                          f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |")
+                    print(
+                        f"| {name} | {tokens} x {d_model} | {precision} | {kind} | "
+                        f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |"
+                    )
             headline[name][precision] = row
     if "torch" in headline["skipped_peers"]:
         print("torch: skipped (PyTorch is not installed)")

@@ -36,21 +36,29 @@ import tensorflow as tf  # noqa: E402
 from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 
 from keras_transformer.losses import LabelSmoothedCrossEntropy  # noqa: E402
-from keras_transformer.training.fused_loss import (  # noqa: E402
-    chunk_tokens, fused_projection_loss)
+from keras_transformer.training.fused_loss import chunk_tokens, fused_projection_loss  # noqa: E402
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokens", type=int, default=4096,
-                        help="target tokens per call (default 4096: half a Multi30k update)")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=4096,
+        help="target tokens per call (default 4096: half a Multi30k update)",
+    )
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=10000)
     parser.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both")
-    parser.add_argument("--chunks", type=int, nargs="*", default=None,
-                        help="tokens per chunk of the fused rows (default: chunk_tokens(V))")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        nargs="*",
+        default=None,
+        help="tokens per chunk of the fused rows (default: chunk_tokens(V))",
+    )
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     return parser.parse_args(argv)
@@ -60,7 +68,7 @@ def make_inputs(tokens, d_model, vocab, seed=0):
     """Hidden states `[tokens/16, 16, d]`, an embedding matrix and labels with some padding."""
     rng = np.random.default_rng(seed)
     hidden = rng.normal(size=(tokens // 16, 16, d_model)).astype("float32")
-    matrix = (rng.normal(size=(vocab, d_model)) * d_model ** -0.5).astype("float32")
+    matrix = (rng.normal(size=(vocab, d_model)) * d_model**-0.5).astype("float32")
     labels = rng.integers(1, vocab, size=(tokens // 16, 16)).astype("int32")
     labels[::4, 12:] = 0  # pad tokens: no loss, no gradient
     return tf.constant(hidden), tf.Variable(matrix), tf.constant(labels)
@@ -107,31 +115,49 @@ def main(argv=None):
     chunks = args.chunks or [chunk_tokens(args.vocab)]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     cpu, flags = cpu_description()
-    print(f"tokens {args.tokens}, d_model {args.d_model}, V {args.vocab}; {cpu} "
-          f"({' '.join(flags)}), TensorFlow {tf.__version__}, default threads")
-    print(f"| precision | kind | chunk | ms (fwd+bwd) | tokens/s | x plain | max rel. diff |")
+    print(
+        f"tokens {args.tokens}, d_model {args.d_model}, V {args.vocab}; {cpu} "
+        f"({' '.join(flags)}), TensorFlow {tf.__version__}, default threads"
+    )
+    print("| precision | kind | chunk | ms (fwd+bwd) | tokens/s | x plain | max rel. diff |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    headline = {"benchmark": "loss_throughput", "cpu": cpu, "cpu_flags": flags,
-                "tensorflow": tf.__version__, "tokens": args.tokens,
-                "d_model": args.d_model, "vocab": args.vocab}
+    headline = {
+        "benchmark": "loss_throughput",
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "tensorflow": tf.__version__,
+        "tokens": args.tokens,
+        "d_model": args.d_model,
+        "vocab": args.vocab,
+    }
     for precision in precisions:
         dtype = PRECISIONS[precision]
-        plain, reference = best_seconds(make_step("plain", dtype, labels), hidden, matrix,
-                                        args.steps, args.repeats)
-        print(f"| {precision} | plain | | {plain * 1e3:.1f} | {args.tokens / plain:.0f} | 1.00 |"
-              " |")
+        plain, reference = best_seconds(
+            make_step("plain", dtype, labels), hidden, matrix, args.steps, args.repeats
+        )
+        print(f"| {precision} | plain | | {plain * 1e3:.1f} | {args.tokens / plain:.0f} | 1.00 | |")
         rows = {}
         for chunk in chunks:
-            seconds, outputs = best_seconds(make_step("fused", dtype, labels, chunk), hidden,
-                                            matrix, args.steps, args.repeats)
+            seconds, outputs = best_seconds(
+                make_step("fused", dtype, labels, chunk), hidden, matrix, args.steps, args.repeats
+            )
             difference = relative_difference(outputs, reference)
-            rows[chunk] = {"ms": round(seconds * 1e3, 2), "over_plain": round(plain / seconds, 3),
-                           "max_relative_difference": difference}
-            print(f"| {precision} | fused | {chunk} | {seconds * 1e3:.1f} | "
-                  f"{args.tokens / seconds:.0f} | {plain / seconds:.2f} | {difference:.1e} |")
+            rows[chunk] = {
+                "ms": round(seconds * 1e3, 2),
+                "over_plain": round(plain / seconds, 3),
+                "max_relative_difference": difference,
+            }
+            print(
+                f"| {precision} | fused | {chunk} | {seconds * 1e3:.1f} | "
+                f"{args.tokens / seconds:.0f} | {plain / seconds:.2f} | {difference:.1e} |"
+            )
         best = min(rows, key=lambda chunk: rows[chunk]["ms"])
-        headline[precision] = {"plain_ms": round(plain * 1e3, 2), "fused": rows,
-                               "best_chunk": best, "over_plain": rows[best]["over_plain"]}
+        headline[precision] = {
+            "plain_ms": round(plain * 1e3, 2),
+            "fused": rows,
+            "best_chunk": best,
+            "over_plain": rows[best]["over_plain"],
+        }
     print(json.dumps(headline))
     return headline
 

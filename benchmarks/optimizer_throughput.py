@@ -38,7 +38,6 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
-
 from train_throughput import CONFIGS as THROUGHPUT_CONFIGS  # noqa: E402
 
 from keras_transformer import FusedAdam, TransformerConfig, build_model  # noqa: E402
@@ -52,8 +51,9 @@ ADAM = dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="*", choices=sorted(CONFIGS),
-                        default=["multi30k", "small", "base"])
+    parser.add_argument(
+        "--configs", nargs="*", choices=sorted(CONFIGS), default=["multi30k", "small", "base"]
+    )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     return parser.parse_args(argv)
@@ -61,9 +61,15 @@ def parse_args(argv=None):
 
 def model_variables(dims):
     layers, d_model, d_ff, heads, vocab = dims
-    config = TransformerConfig(vocab_size=vocab, num_layers=layers, d_model=d_model,
-                               d_ff=d_ff, num_heads=heads, key_dim=d_model // heads,
-                               value_dim=d_model // heads)
+    config = TransformerConfig(
+        vocab_size=vocab,
+        num_layers=layers,
+        d_model=d_model,
+        d_ff=d_ff,
+        num_heads=heads,
+        key_dim=d_model // heads,
+        value_dim=d_model // heads,
+    )
     keras.utils.set_random_seed(0)
     return build_model(config).trainable_variables
 
@@ -97,8 +103,9 @@ def torch_update(shapes, seed=0):
     params = [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in shapes]
     for param in params:
         param.grad = torch.randn(param.shape, generator=generator) * 1e-3
-    options = dict(lr=ADAM["learning_rate"], betas=(ADAM["beta_1"], ADAM["beta_2"]),
-                   eps=ADAM["epsilon"])
+    options = dict(
+        lr=ADAM["learning_rate"], betas=(ADAM["beta_1"], ADAM["beta_2"]), eps=ADAM["epsilon"]
+    )
     try:
         optimizer, kind = torch.optim.Adam(params, fused=True, **options), "fused"
     except (RuntimeError, TypeError, ValueError):  # no fused CPU Adam in this PyTorch
@@ -120,48 +127,66 @@ def same_updates(variables, gradients, steps=3):
         results.append([v.numpy().astype("float64") for v in variables])
     for variable, value in zip(variables, start):
         variable.assign(value)
-    return float(max(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
-                     for a, b in zip(*results)))
+    return float(max(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30) for a, b in zip(*results)))
 
 
 def main(argv=None):
     args = parse_args(argv)
     cpu, flags = cpu_description()
-    print(f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-          "default threads; one Adam update of every trainable variable, float32")
+    print(
+        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        "default threads; one Adam update of every trainable variable, float32"
+    )
     print("| config | params | system | ms per update | x keras | max rel. diff |")
     print("|---|---:|---|---:|---:|---:|")
-    headline = {"benchmark": "optimizer_throughput", "cpu": cpu, "cpu_flags": flags,
-                "tensorflow": tf.__version__, "keras": keras.__version__,
-                "steps": args.steps, "repeats": args.repeats, "skipped_peers": {}}
+    headline = {
+        "benchmark": "optimizer_throughput",
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "skipped_peers": {},
+    }
     for name in args.configs:
         variables = model_variables(CONFIGS[name])
         params = sum(int(np.prod(v.shape)) for v in variables)
         rng = np.random.default_rng(1)
-        gradients = [tf.constant(rng.normal(size=v.shape) * 1e-3, tf.float32)
-                     for v in variables]
+        gradients = [tf.constant(rng.normal(size=v.shape) * 1e-3, tf.float32) for v in variables]
         difference = same_updates(variables, gradients)
-        seconds = {kind: best_seconds(keras_update(cls, variables, gradients), args.steps,
-                                      args.repeats)
-                   for kind, cls in (("keras", keras.optimizers.Adam), ("fused", FusedAdam))}
+        seconds = {
+            kind: best_seconds(keras_update(cls, variables, gradients), args.steps, args.repeats)
+            for kind, cls in (("keras", keras.optimizers.Adam), ("fused", FusedAdam))
+        }
         peer = torch_update([tuple(v.shape) for v in variables])
-        row = {"params": params, "keras_ms": round(seconds["keras"] * 1e3, 2),
-               "fused_ms": round(seconds["fused"] * 1e3, 2),
-               "fused_over_keras": round(seconds["keras"] / seconds["fused"], 3),
-               "max_relative_difference": difference}
+        row = {
+            "params": params,
+            "keras_ms": round(seconds["keras"] * 1e3, 2),
+            "fused_ms": round(seconds["fused"] * 1e3, 2),
+            "fused_over_keras": round(seconds["keras"] / seconds["fused"], 3),
+            "max_relative_difference": difference,
+        }
         print(f"| {name} | {params / 1e6:.2f}M | keras Adam | {row['keras_ms']:.1f} | 1.00 | |")
-        print(f"| {name} | {params / 1e6:.2f}M | FusedAdam (ours) | {row['fused_ms']:.1f} | "
-              f"{row['fused_over_keras']:.2f} | {difference:.1e} |")
+        print(
+            f"| {name} | {params / 1e6:.2f}M | FusedAdam (ours) | {row['fused_ms']:.1f} | "
+            f"{row['fused_over_keras']:.2f} | {difference:.1e} |"
+        )
         if peer is None:
             headline["skipped_peers"]["torch"] = "PyTorch is not installed"
         else:
             step, kind, version = peer
             torch_seconds = best_seconds(step, args.steps, args.repeats)
-            row.update(torch_ms=round(torch_seconds * 1e3, 2), torch_kind=kind,
-                       fused_over_torch=round(torch_seconds / seconds["fused"], 3))
+            row.update(
+                torch_ms=round(torch_seconds * 1e3, 2),
+                torch_kind=kind,
+                fused_over_torch=round(torch_seconds / seconds["fused"], 3),
+            )
             headline["torch"] = version
-            print(f"| {name} | {params / 1e6:.2f}M | torch Adam ({kind}) | "
-                  f"{row['torch_ms']:.1f} | {seconds['keras'] / torch_seconds:.2f} | |")
+            print(
+                f"| {name} | {params / 1e6:.2f}M | torch Adam ({kind}) | "
+                f"{row['torch_ms']:.1f} | {seconds['keras'] / torch_seconds:.2f} | |"
+            )
         headline[name] = row
     if "torch" in headline["skipped_peers"]:
         print("torch: skipped (PyTorch is not installed)")

@@ -17,8 +17,8 @@ import argparse
 import json
 import math
 import os
-import sys
 import pathlib
+import sys
 import tempfile
 import warnings
 
@@ -40,22 +40,33 @@ def fit_of(training_model, vocabulary, source_lines, target_lines, folder):
     for path, lines in ((source, source_lines), (target, target_lines)):
         with open(path, "w", encoding="utf-8") as file:
             file.writelines(lines)
-    pipeline = data.TranslationPipeline([data.TextPairCorpus(source, target)], vocabulary,
-                                        token_budget=2048, max_length=512, num_replicas=1,
-                                        shuffle_buffer=1)
-    result = training_model.evaluate(pipeline.dataset(shuffle=False, repeat=False),
-                                     verbose=0, return_dict=True)
-    return {"loss": round(float(result["loss"]), 4),
-            "nll": round(math.log(float(result["perplexity"])), 4),
-            "token_accuracy": round(float(result["token_accuracy"]), 4)}
+    pipeline = data.TranslationPipeline(
+        [data.TextPairCorpus(source, target)],
+        vocabulary,
+        token_budget=2048,
+        max_length=512,
+        num_replicas=1,
+        shuffle_buffer=1,
+    )
+    result = training_model.evaluate(
+        pipeline.dataset(shuffle=False, repeat=False), verbose=0, return_dict=True
+    )
+    return {
+        "loss": round(float(result["loss"]), 4),
+        "nll": round(math.log(float(result["perplexity"])), 4),
+        "token_accuracy": round(float(result["token_accuracy"]), 4),
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="a finished ptb_parsing.py run folder (averaged.keras)")
-    parser.add_argument("--lines", type=int, default=273,
-                        help="pairs scored per corpus, from the top (default: 273, the "
-                             "WSJ dev set)")
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=273,
+        help="pairs scored per corpus, from the top (default: 273, the WSJ dev set)",
+    )
     args = parser.parse_args()
     model_path = os.path.join(args.run, "averaged.keras")
     if not os.path.isfile(model_path):
@@ -79,22 +90,36 @@ def main():
                 print(f"{name}: not in this run, skipped")
                 continue
             with open(words, encoding="utf-8") as file:
-                source_lines = file.readlines()[:args.lines]
-            with open(os.path.join(args.run, "data", f"{name}.trees.lin"),
-                      encoding="utf-8") as file:
-                target_lines = file.readlines()[:args.lines]
-            rows[name] = dict(fit_of(training_model, vocabulary, source_lines, target_lines,
-                                     folder), pairs=len(source_lines))
+                source_lines = file.readlines()[: args.lines]
+            with open(
+                os.path.join(args.run, "data", f"{name}.trees.lin"), encoding="utf-8"
+            ) as file:
+                target_lines = file.readlines()[: args.lines]
+            rows[name] = dict(
+                fit_of(training_model, vocabulary, source_lines, target_lines, folder),
+                pairs=len(source_lines),
+            )
 
     cpu, flags = cpu_description()
     print(f"\n{args.run}, first {args.lines} pairs of each; {cpu} ({', '.join(flags)})\n")
     print("| corpus | pairs | label-smoothed loss | log-perplexity | token accuracy |")
     print("|---|---:|---:|---:|---:|")
     for name, row in rows.items():
-        print(f"| {name} | {row['pairs']} | {row['loss']:.4f} | {row['nll']:.4f} | "
-              f"{100 * row['token_accuracy']:.2f}% |")
-    print(json.dumps({"benchmark": "parsing_fit", "run": args.run, "lines": args.lines,
-                      "machine": cpu, **rows}))
+        print(
+            f"| {name} | {row['pairs']} | {row['loss']:.4f} | {row['nll']:.4f} | "
+            f"{100 * row['token_accuracy']:.2f}% |"
+        )
+    print(
+        json.dumps(
+            {
+                "benchmark": "parsing_fit",
+                "run": args.run,
+                "lines": args.lines,
+                "machine": cpu,
+                **rows,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

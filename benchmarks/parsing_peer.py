@@ -56,15 +56,39 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 # supar's published CRF constituency recipe (its configs/con.crf.ini), without word vectors.
 RECIPE = {
-    "encoder": "lstm", "feat": ["char"], "embed": "", "unk": "unk", "bert": None,
-    "n_embed": 100, "n_char_embed": 50, "n_char_hidden": 100, "n_feat_embed": 100,
-    "embed_dropout": 0.33, "n_lstm_hidden": 400, "n_lstm_layers": 3, "encoder_dropout": 0.33,
-    "n_span_mlp": 500, "n_label_mlp": 100, "mlp_dropout": 0.33,
-    "lr": 2e-3, "mu": 0.9, "nu": 0.9, "eps": 1e-12, "weight_decay": 0, "clip": 5.0,
-    "decay": 0.75, "decay_steps": 5000, "update_steps": 1, "min_freq": 2, "fix_len": 20,
-    "max_len": None, "buckets": 32, "batch_size": 5000,
+    "encoder": "lstm",
+    "feat": ["char"],
+    "embed": "",
+    "unk": "unk",
+    "bert": None,
+    "n_embed": 100,
+    "n_char_embed": 50,
+    "n_char_hidden": 100,
+    "n_feat_embed": 100,
+    "embed_dropout": 0.33,
+    "n_lstm_hidden": 400,
+    "n_lstm_layers": 3,
+    "encoder_dropout": 0.33,
+    "n_span_mlp": 500,
+    "n_label_mlp": 100,
+    "mlp_dropout": 0.33,
+    "lr": 2e-3,
+    "mu": 0.9,
+    "nu": 0.9,
+    "eps": 1e-12,
+    "weight_decay": 0,
+    "clip": 5.0,
+    "decay": 0.75,
+    "decay_steps": 5000,
+    "update_steps": 1,
+    "min_freq": 2,
+    "fix_len": 20,
+    "max_len": None,
+    "buckets": 32,
+    "batch_size": 5000,
     # What supar's command line sets: no resumed checkpoint; MBR decoding (predict's default).
-    "checkpoint": False, "mbr": True,
+    "checkpoint": False,
+    "mbr": True,
 }
 
 
@@ -80,23 +104,51 @@ def _write(trees, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None,
-                        help="the shared data folder (default: $KT_DATA_DIR)")
-    parser.add_argument("--output-dir", default="/tmp/parsing_peer",
-                        help="data copies, the model and the parsed dev trees")
-    parser.add_argument("--epochs", type=int, default=1000,
-                        help="at most this many epochs (the best on the held-out trees is kept)")
-    parser.add_argument("--max-minutes", type=float, default=None,
-                        help="no epoch starts after this many minutes of training")
-    parser.add_argument("--batch-size", type=int, default=RECIPE["batch_size"],
-                        help=f"tokens per update (default: supar's {RECIPE['batch_size']})")
+    parser.add_argument(
+        "--data-dir", default=None, help="the shared data folder (default: $KT_DATA_DIR)"
+    )
+    parser.add_argument(
+        "--output-dir",
+        default="/tmp/parsing_peer",
+        help="data copies, the model and the parsed dev trees",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=1000,
+        help="at most this many epochs (the best on the held-out trees is kept)",
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="no epoch starts after this many minutes of training",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=RECIPE["batch_size"],
+        help=f"tokens per update (default: supar's {RECIPE['batch_size']})",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--held-out", type=int, default=200,
-                        help="last N training trees used to pick the epoch (default: 200)")
-    parser.add_argument("--train-lines", type=int, default=None,
-                        help="use only the first N training trees (a smoke test)")
-    parser.add_argument("--dev-lines", type=int, default=None,
-                        help="score only the first N dev trees (a smoke test)")
+    parser.add_argument(
+        "--held-out",
+        type=int,
+        default=200,
+        help="last N training trees used to pick the epoch (default: 200)",
+    )
+    parser.add_argument(
+        "--train-lines",
+        type=int,
+        default=None,
+        help="use only the first N training trees (a smoke test)",
+    )
+    parser.add_argument(
+        "--dev-lines",
+        type=int,
+        default=None,
+        help="score only the first N dev trees (a smoke test)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
 
@@ -109,8 +161,11 @@ def main(argv=None):
         import torch
         from supar import CRFConstituencyParser
     except ImportError as error:
-        print(f"parsing_peer: {error}: install supar in its own environment (see this "
-              "script's docstring)", file=sys.stderr)
+        print(
+            f"parsing_peer: {error}: install supar in its own environment (see this "
+            "script's docstring)",
+            file=sys.stderr,
+        )
         return 2
     from keras_transformer.parsing.evalb import evaluate
     from keras_transformer.parsing.linearization import with_tags
@@ -118,16 +173,16 @@ def main(argv=None):
 
     train_trees = read_preprocessed(os.path.join(data_dir, "treebank", "wsj_sample.train.trees"))
     dev_trees = read_preprocessed(os.path.join(data_dir, "treebank", "wsj_sample.dev.trees"))
-    train_trees = train_trees[:args.train_lines]
-    dev_trees = dev_trees[:args.dev_lines]
+    train_trees = train_trees[: args.train_lines]
+    dev_trees = dev_trees[: args.dev_lines]
     if not 0 < args.held_out < len(train_trees):
-        print(f"parsing_peer: --held-out must be in [1, {len(train_trees) - 1}]",
-              file=sys.stderr)
+        print(f"parsing_peer: --held-out must be in [1, {len(train_trees) - 1}]", file=sys.stderr)
         return 2
     os.makedirs(args.output_dir, exist_ok=True)
-    train_file = _write(train_trees[:-args.held_out], os.path.join(args.output_dir, "train.trees"))
-    held_out_file = _write(train_trees[-args.held_out:],
-                           os.path.join(args.output_dir, "held_out.trees"))
+    train_file = _write(train_trees[: -args.held_out], os.path.join(args.output_dir, "train.trees"))
+    held_out_file = _write(
+        train_trees[-args.held_out :], os.path.join(args.output_dir, "held_out.trees")
+    )
     model_path = os.path.join(args.output_dir, "model")
     pred_file = os.path.join(args.output_dir, "dev.parsed.trees")
 
@@ -150,8 +205,15 @@ def main(argv=None):
 
         peer._train = _train_until_deadline
     try:
-        peer.train(train=train_file, dev=held_out_file, test=held_out_file,
-                   epochs=args.epochs, patience=args.epochs, verbose=True, **recipe)
+        peer.train(
+            train=train_file,
+            dev=held_out_file,
+            test=held_out_file,
+            epochs=args.epochs,
+            patience=args.epochs,
+            verbose=True,
+            **recipe,
+        )
     except _TimeUp:
         pass  # the best epoch so far is saved at model_path
     epochs_trained = peer.epoch - 1
@@ -161,26 +223,40 @@ def main(argv=None):
 
     peer = CRFConstituencyParser.load(model_path)
     start = time.perf_counter()
-    peer.predict(data=[tree.leaves() for tree in dev_trees], pred=pred_file, buckets=8,
-                 batch_size=5000, verbose=False)
+    peer.predict(
+        data=[tree.leaves() for tree in dev_trees],
+        pred=pred_file,
+        buckets=8,
+        batch_size=5000,
+        verbose=False,
+    )
     parse_seconds = time.perf_counter() - start
     with open(pred_file, encoding="utf-8") as file:
         parsed = [parse_tree(line, pred_file, number) for number, line in enumerate(file, 1)]
     assert [t.leaves() for t in parsed] == [t.leaves() for t in dev_trees], "order changed"
     # supar predicts no tags ('_'): the gold tags go in, as for our XX-slot parser.
-    scored = [with_tags(tree, [tag for _, tag in gold.pos()])
-              for tree, gold in zip(parsed, dev_trees)]
-    report = evaluate([str(t) for t in dev_trees], [str(t) for t in scored],
-                      tags_predicted=False)
+    scored = [
+        with_tags(tree, [tag for _, tag in gold.pos()]) for tree, gold in zip(parsed, dev_trees)
+    ]
+    report = evaluate([str(t) for t in dev_trees], [str(t) for t in scored], tags_predicted=False)
     print(report.format())
-    print(report.to_json(
-        benchmark="parsing_peer", peer=f"supar {supar.__version__} CRFConstituencyParser",
-        torch=torch.__version__, epochs=epochs_trained, best_epoch=best_epoch,
-        max_minutes=args.max_minutes, batch_size=args.batch_size, threads=args.threads,
-        train_trees=len(train_trees) - args.held_out, held_out=args.held_out,
-        train_seconds=round(train_seconds, 1),
-        parse_seconds=round(parse_seconds, 1),
-        sentences_per_second=round(len(dev_trees) / max(parse_seconds, 1e-9), 2)))
+    print(
+        report.to_json(
+            benchmark="parsing_peer",
+            peer=f"supar {supar.__version__} CRFConstituencyParser",
+            torch=torch.__version__,
+            epochs=epochs_trained,
+            best_epoch=best_epoch,
+            max_minutes=args.max_minutes,
+            batch_size=args.batch_size,
+            threads=args.threads,
+            train_trees=len(train_trees) - args.held_out,
+            held_out=args.held_out,
+            train_seconds=round(train_seconds, 1),
+            parse_seconds=round(parse_seconds, 1),
+            sentences_per_second=round(len(dev_trees) / max(parse_seconds, 1e-9), 2),
+        )
+    )
     return 0
 
 

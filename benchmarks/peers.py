@@ -46,8 +46,11 @@ def importable_peers(requested, modules, stream=None):
                 importlib.import_module(module)
             except ImportError as error:  # missing, or installed but broken (a shared library)
                 skipped[peer] = str(error).splitlines()[0] if str(error) else type(error).__name__
-                print(f"# skipping peer {peer}: {skipped[peer]} ({INSTALL_HINT})", file=stream,
-                      flush=True)
+                print(
+                    f"# skipping peer {peer}: {skipped[peer]} ({INSTALL_HINT})",
+                    file=stream,
+                    flush=True,
+                )
                 continue
         present.append(peer)
     return present, skipped
@@ -80,6 +83,7 @@ def speed_ratios(rows, matched, ours="ours"):
     >>> ratios["over_best_peer"], ratios["matched"]
     (0.9, {'torch/eager': 1.5, 'torch/compile': 0.9})
     """
+
     def rate(system, mode):
         for row in rows:
             if row["system"] == system and row["mode"] == mode:
@@ -98,10 +102,13 @@ def speed_ratios(rows, matched, ours="ours"):
     best_ours = best(r for r in rows if r["system"] == ours)
     best_peer = best(r for r in rows if r["system"] != ours)
     return {
-        "over_best_peer": ratio(best_ours and best_ours["tokens_per_s"],
-                                best_peer and best_peer["tokens_per_s"]),
+        "over_best_peer": ratio(
+            best_ours and best_ours["tokens_per_s"], best_peer and best_peer["tokens_per_s"]
+        ),
         "ours_best": best_ours and best_ours["mode"],
         "best_peer": best_peer and f"{best_peer['system']} {best_peer['mode']}",
-        "matched": {f"{peer}/{peer_mode}": ratio(rate(ours, our_mode), rate(peer, peer_mode))
-                    for peer, peer_mode, our_mode in matched},
+        "matched": {
+            f"{peer}/{peer_mode}": ratio(rate(ours, our_mode), rate(peer, peer_mode))
+            for peer, peer_mode, our_mode in matched
+        },
     }

@@ -37,12 +37,20 @@ import tensorflow as tf  # noqa: E402
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("KT_DATA_DIR", "../shared/data"))
-    parser.add_argument("--token-budget", type=int, default=4096,
-                        help="tokens per batch per side, padding included (default 4096)")
+    parser.add_argument(
+        "--token-budget",
+        type=int,
+        default=4096,
+        help="tokens per batch per side, padding included (default 4096)",
+    )
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--vocab-size", type=int, default=16000)
-    parser.add_argument("--train-steps", type=int, default=20,
-                        help="timed train steps of the small config (0: skip)")
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=20,
+        help="timed train steps of the small config (0: skip)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args()
 
@@ -68,23 +76,30 @@ def time_train_steps(vocabulary, pipeline, steps, seed):
 
     keras.utils.set_random_seed(seed)
     config = keras_transformer.TransformerConfig(
-        vocab_size=vocabulary.size, num_layers=3, d_model=256, d_ff=1024, num_heads=4)
+        vocab_size=vocabulary.size, num_layers=3, d_model=256, d_ff=1024, num_heads=4
+    )
     model = keras_transformer.build_model(config)
-    model.compile(optimizer=keras_transformer.build_optimizer(config.d_model),
-                  loss=keras_transformer.LabelSmoothedCrossEntropy(config.label_smoothing))
+    model.compile(
+        optimizer=keras_transformer.build_optimizer(config.d_model),
+        loss=keras_transformer.LabelSmoothedCrossEntropy(config.label_smoothing),
+    )
     # Batches held in memory, so that only the train step is timed.
     batches = list(pipeline.dataset(seed=seed, repeat=True).take(steps * 2))
     warmup = tf.data.Dataset.from_generator(
-        lambda: iter(batches[:steps]), output_signature=pipeline.dataset().element_spec)
+        lambda: iter(batches[:steps]), output_signature=pipeline.dataset().element_spec
+    )
     timed = tf.data.Dataset.from_generator(
-        lambda: iter(batches[steps:]), output_signature=pipeline.dataset().element_spec)
+        lambda: iter(batches[steps:]), output_signature=pipeline.dataset().element_spec
+    )
     # The first steps trace (and retrace for new shapes); time the later ones.
     model.fit(warmup, epochs=1, verbose=0)
     started = time.perf_counter()
     model.fit(timed, epochs=1, verbose=0)
     seconds = time.perf_counter() - started
-    tokens = sum(int(tf.math.count_nonzero(inputs["source_ids"]))
-                 + int(tf.math.count_nonzero(labels)) for inputs, labels in batches[steps:])
+    tokens = sum(
+        int(tf.math.count_nonzero(inputs["source_ids"])) + int(tf.math.count_nonzero(labels))
+        for inputs, labels in batches[steps:]
+    )
     return tokens / seconds, seconds / steps
 
 
@@ -97,56 +112,86 @@ def main():
         sys.exit(f"no data at {data}: set KT_DATA_DIR or --data-dir to ../shared/data")
     corpora = {
         "multi30k": TextPairCorpus(data / "multi30k/train.en.gz", data / "multi30k/train.de.gz"),
-        "wmt_extra": TextPairCorpus(data / "wmt_extra/newstest_extra.en-de.en",
-                                    data / "wmt_extra/newstest_extra.en-de.de"),
+        "wmt_extra": TextPairCorpus(
+            data / "wmt_extra/newstest_extra.en-de.en", data / "wmt_extra/newstest_extra.en-de.de"
+        ),
     }
     with tempfile.TemporaryDirectory() as directory:
         started = time.perf_counter()
-        vocabulary = train_vocabulary(list(corpora.values()), os.path.join(directory, "ende"),
-                                      vocab_size=args.vocab_size, model_type="bpe",
-                                      seed=args.seed)
+        vocabulary = train_vocabulary(
+            list(corpora.values()),
+            os.path.join(directory, "ende"),
+            vocab_size=args.vocab_size,
+            model_type="bpe",
+            seed=args.seed,
+        )
         vocab_seconds = time.perf_counter() - started
 
     rows = []
     for name, corpus in corpora.items():
-        pipeline = TranslationPipeline(corpus, vocabulary, token_budget=args.token_budget,
-                                       max_length=args.max_length)
+        pipeline = TranslationPipeline(
+            corpus, vocabulary, token_budget=args.token_budget, max_length=args.max_length
+        )
         report = pipeline.report()
         cold = time_epoch(pipeline, args.seed)
         warm = time_epoch(pipeline, args.seed + 1)
         seconds, real, padded, pairs, batches = warm
-        rows.append({
-            "corpus": name, "pairs": pairs, "dropped": report.pairs_read - report.pairs_kept,
-            "batches": batches, "seconds": seconds, "first_epoch_seconds": cold[0],
-            "tokens_per_s": real / seconds, "pairs_per_s": pairs / seconds,
-            "padding": 1 - real / padded,
-        })
+        rows.append(
+            {
+                "corpus": name,
+                "pairs": pairs,
+                "dropped": report.pairs_read - report.pairs_kept,
+                "batches": batches,
+                "seconds": seconds,
+                "first_epoch_seconds": cold[0],
+                "tokens_per_s": real / seconds,
+                "pairs_per_s": pairs / seconds,
+                "padding": 1 - real / padded,
+            }
+        )
 
     train_rate = step_seconds = None
     if args.train_steps:
-        pipeline = TranslationPipeline(corpora["multi30k"], vocabulary,
-                                       token_budget=args.token_budget, max_length=args.max_length)
-        train_rate, step_seconds = time_train_steps(vocabulary, pipeline, args.train_steps,
-                                                    args.seed)
+        pipeline = TranslationPipeline(
+            corpora["multi30k"],
+            vocabulary,
+            token_budget=args.token_budget,
+            max_length=args.max_length,
+        )
+        train_rate, step_seconds = time_train_steps(
+            vocabulary, pipeline, args.train_steps, args.seed
+        )
 
-    print(f"vocabulary: BPE {vocabulary.size} pieces on multi30k + wmt_extra EN-DE "
-          f"({sum(c.check().num_pairs for c in corpora.values())} pairs) in {vocab_seconds:.1f} s")
-    print(f"token budget {args.token_budget} per side, max_length {args.max_length}, "
-          f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}")
-    header = f"{'corpus':<10} {'pairs':>7} {'dropped':>7} {'batches':>7} {'epoch s':>8} " \
-             f"{'tokens/s':>10} {'pairs/s':>9} {'padding':>8}"
+    print(
+        f"vocabulary: BPE {vocabulary.size} pieces on multi30k + wmt_extra EN-DE "
+        f"({sum(c.check().num_pairs for c in corpora.values())} pairs) in {vocab_seconds:.1f} s"
+    )
+    print(
+        f"token budget {args.token_budget} per side, max_length {args.max_length}, "
+        f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}"
+    )
+    header = (
+        f"{'corpus':<10} {'pairs':>7} {'dropped':>7} {'batches':>7} {'epoch s':>8} "
+        f"{'tokens/s':>10} {'pairs/s':>9} {'padding':>8}"
+    )
     print(header)
     print("-" * len(header))
     for row in rows:
-        print(f"{row['corpus']:<10} {row['pairs']:>7} {row['dropped']:>7} {row['batches']:>7} "
-              f"{row['seconds']:>8.2f} {row['tokens_per_s']:>10.0f} {row['pairs_per_s']:>9.0f} "
-              f"{row['padding']:>8.1%}")
+        print(
+            f"{row['corpus']:<10} {row['pairs']:>7} {row['dropped']:>7} {row['batches']:>7} "
+            f"{row['seconds']:>8.2f} {row['tokens_per_s']:>10.0f} {row['pairs_per_s']:>9.0f} "
+            f"{row['padding']:>8.1%}"
+        )
     if train_rate:
-        print(f"train step, small config (N=3, d_model=256, d_ff=1024, h=4): "
-              f"{train_rate:.0f} tokens/s ({step_seconds:.2f} s/step)")
+        print(
+            f"train step, small config (N=3, d_model=256, d_ff=1024, h=4): "
+            f"{train_rate:.0f} tokens/s ({step_seconds:.2f} s/step)"
+        )
         for row in rows:
-            print(f"pipeline / train step on {row['corpus']}: "
-                  f"{row['tokens_per_s'] / train_rate:.1f}x (target >= 10x)")
+            print(
+                f"pipeline / train step on {row['corpus']}: "
+                f"{row['tokens_per_s'] / train_rate:.1f}x (target >= 10x)"
+            )
     headline = {
         "benchmark": "pipeline_throughput",
         "machine": f"{os.cpu_count()}-core CPU ({platform.machine()})",

@@ -46,10 +46,20 @@ MICRO_BATCHES = 2  # 8192 tokens per update in micro-batches of 4096
 
 
 def _pipeline(directory, vocabulary):
-    corpora = [data.TextPairCorpus(os.path.join(directory, "train.en.gz"),
-                                   os.path.join(directory, "train.de.gz"))]
-    return data.TranslationPipeline(corpora, vocabulary, token_budget=4096, max_length=128,
-                                    num_replicas=1, shuffle_buffer=30_000, log_report=False)
+    corpora = [
+        data.TextPairCorpus(
+            os.path.join(directory, "train.en.gz"), os.path.join(directory, "train.de.gz")
+        )
+    ]
+    return data.TranslationPipeline(
+        corpora,
+        vocabulary,
+        token_budget=4096,
+        max_length=128,
+        num_replicas=1,
+        shuffle_buffer=30_000,
+        log_report=False,
+    )
 
 
 def _updates(pipeline):
@@ -60,24 +70,30 @@ def _updates(pipeline):
 def _same(update_a, update_b):
     flat_a, flat_b = tf.nest.flatten(update_a), tf.nest.flatten(update_b)
     return len(flat_a) == len(flat_b) and all(
-        a.shape == b.shape and np.array_equal(a.numpy(), b.numpy())
-        for a, b in zip(flat_a, flat_b))
+        a.shape == b.shape and np.array_equal(a.numpy(), b.numpy()) for a, b in zip(flat_a, flat_b)
+    )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default=os.path.join(
-        os.environ.get("KT_DATA_DIR", "../shared/data"), "multi30k"))
+    parser.add_argument(
+        "--data-dir",
+        default=os.path.join(os.environ.get("KT_DATA_DIR", "../shared/data"), "multi30k"),
+    )
     parser.add_argument("--skip-batches", type=int, default=2000)
     parser.add_argument("--updates", type=int, default=150)
-    parser.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(),
-                                                           "kt_restart_cost"))
+    parser.add_argument(
+        "--work-dir", default=os.path.join(tempfile.gettempdir(), "kt_restart_cost")
+    )
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
 
     prefix = os.path.join(args.work_dir, "vocab")
-    corpora = [data.TextPairCorpus(os.path.join(args.data_dir, "train.en.gz"),
-                                   os.path.join(args.data_dir, "train.de.gz"))]
+    corpora = [
+        data.TextPairCorpus(
+            os.path.join(args.data_dir, "train.en.gz"), os.path.join(args.data_dir, "train.de.gz")
+        )
+    ]
     if not os.path.exists(prefix + ".model"):
         data.train_vocabulary(corpora, prefix, vocab_size=10000, model_type="bpe", seed=1)
     vocabulary = data.SubwordVocabulary.from_file(prefix + ".model")
@@ -101,8 +117,11 @@ def main():
     started = time.perf_counter()
     path = tf.train.Checkpoint(data_iterator=iterator).write(checkpoint_prefix)
     save_s = time.perf_counter() - started
-    size = sum(os.path.getsize(os.path.join(args.work_dir, name))
-               for name in os.listdir(args.work_dir) if name.startswith("iterator"))
+    size = sum(
+        os.path.getsize(os.path.join(args.work_dir, name))
+        for name in os.listdir(args.work_dir)
+        if name.startswith("iterator")
+    )
     expected = next(iterator)
 
     restored = iter(_updates(_pipeline(args.data_dir, vocabulary)))
@@ -112,27 +131,43 @@ def main():
     restore_s = time.perf_counter() - started
     exact = _same(first, expected)
 
-    print(f"Multi30k train: {report.pairs_kept} pairs, {report.batches_per_epoch} batches of "
-          f"4096 tokens per epoch; {RECIPE_STEPS} updates = "
-          f"{RECIPE_STEPS * MICRO_BATCHES} batches")
+    print(
+        f"Multi30k train: {report.pairs_kept} pairs, {report.batches_per_epoch} batches of "
+        f"4096 tokens per epoch; {RECIPE_STEPS} updates = "
+        f"{RECIPE_STEPS * MICRO_BATCHES} batches"
+    )
     print("| what | seconds | note |")
     print("|---|---|---|")
     print(f"| pipeline report at start-up | {report_s:.1f} | every start pays it |")
     print(f"| skip {args.skip_batches} batches | {skip_s:.1f} | {skip_rate:.1f} batches/s |")
-    print(f"| skip to step {RECIPE_STEPS} (estimate) | {step_8000_skip_s:.0f} | "
-          f"{RECIPE_STEPS * MICRO_BATCHES} batches at the rate above |")
-    print(f"| save the iterator after {args.updates} updates | {save_s:.2f} | "
-          f"{size / 2**20:.1f} MiB |")
+    print(
+        f"| skip to step {RECIPE_STEPS} (estimate) | {step_8000_skip_s:.0f} | "
+        f"{RECIPE_STEPS * MICRO_BATCHES} batches at the rate above |"
+    )
+    print(
+        f"| save the iterator after {args.updates} updates | {save_s:.2f} | "
+        f"{size / 2**20:.1f} MiB |"
+    )
     print(f"| restore it and draw the next update | {restore_s:.2f} | same update: {exact} |")
-    print(json.dumps({
-        "benchmark": "restart_cost", "machine": f"{os.cpu_count()}-core {platform.machine()}",
-        "load_average_1min": round(os.getloadavg()[0], 2),
-        "batches_per_epoch": report.batches_per_epoch, "report_s": round(report_s, 2),
-        "skip_batches": args.skip_batches, "skip_s": round(skip_s, 1),
-        "skip_batches_per_s": round(skip_rate, 2),
-        "step_8000_skip_s_estimate": round(step_8000_skip_s),
-        "iterator_checkpoint_mib": round(size / 2**20, 2), "iterator_save_s": round(save_s, 3),
-        "iterator_restore_s": round(restore_s, 3), "restored_update_is_exact": exact}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "restart_cost",
+                "machine": f"{os.cpu_count()}-core {platform.machine()}",
+                "load_average_1min": round(os.getloadavg()[0], 2),
+                "batches_per_epoch": report.batches_per_epoch,
+                "report_s": round(report_s, 2),
+                "skip_batches": args.skip_batches,
+                "skip_s": round(skip_s, 1),
+                "skip_batches_per_s": round(skip_rate, 2),
+                "step_8000_skip_s_estimate": round(step_8000_skip_s),
+                "iterator_checkpoint_mib": round(size / 2**20, 2),
+                "iterator_save_s": round(save_s, 3),
+                "iterator_restore_s": round(restore_s, 3),
+                "restored_update_is_exact": exact,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -53,16 +53,42 @@ VALID_SETTINGS = [
     {"alpha": 10.0, "max_extra_length": 0},
 ]
 # One out-of-range value per bad request; the error must name the input.
-BAD_SETTINGS = [{"beam_size": 0}, {"beam_size": 99}, {"alpha": float("nan")},
-                {"alpha": float("inf")}, {"alpha": -1.0}, {"max_extra_length": -5},
-                {"max_extra_length": 2 ** 31 - 1}, {"num_hypotheses": 0},
-                {"beam_size": 1, "num_hypotheses": 2}]
-HOSTILE = ["", "   ", "\t\n", "x" * 10000, "control\x00\x07\x1bchars", "emoji 🎉🚀 ok",
-           "中文测试", "עברית مرحبا", "a" * 300 + " " + "b" * 300, "\u200b\u200e\ufeff",
-           "four hundred twenty-one\n\nhalf past seven"]
-ORDINARY = ["four hundred twenty-one", "half past seven", "on March third", "one red dog",
-            "nineteen ninety-eight", "seventy-two green bottles", "in twenty ten",
-            "three thousand and five", "quarter to nine", "twelve blue cars"]
+BAD_SETTINGS = [
+    {"beam_size": 0},
+    {"beam_size": 99},
+    {"alpha": float("nan")},
+    {"alpha": float("inf")},
+    {"alpha": -1.0},
+    {"max_extra_length": -5},
+    {"max_extra_length": 2**31 - 1},
+    {"num_hypotheses": 0},
+    {"beam_size": 1, "num_hypotheses": 2},
+]
+HOSTILE = [
+    "",
+    "   ",
+    "\t\n",
+    "x" * 10000,
+    "control\x00\x07\x1bchars",
+    "emoji 🎉🚀 ok",
+    "中文测试",
+    "עברית مرحبا",
+    "a" * 300 + " " + "b" * 300,
+    "\u200b\u200e\ufeff",
+    "four hundred twenty-one\n\nhalf past seven",
+]
+ORDINARY = [
+    "four hundred twenty-one",
+    "half past seven",
+    "on March third",
+    "one red dog",
+    "nineteen ninety-eight",
+    "seventy-two green bottles",
+    "in twenty ten",
+    "three thousand and five",
+    "quarter to nine",
+    "twelve blue cars",
+]
 INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
 
 
@@ -76,18 +102,35 @@ def build_export(directory):
     from keras_transformer.data.number_expressions import write_number_expressions
     from keras_transformer.export import export_saved_model
 
-    paths = write_number_expressions(os.path.join(directory, "corpus"), seed=0,
-                                     sizes=(("train", 3000),))
-    vocabulary = train_vocabulary([TextPairCorpus(*paths["train"])],
-                                  os.path.join(directory, "vocab"), vocab_size=512)
+    paths = write_number_expressions(
+        os.path.join(directory, "corpus"), seed=0, sizes=(("train", 3000),)
+    )
+    vocabulary = train_vocabulary(
+        [TextPairCorpus(*paths["train"])], os.path.join(directory, "vocab"), vocab_size=512
+    )
     keras.utils.set_random_seed(0)
-    config = kt.TransformerConfig(vocab_size=vocabulary.size, num_layers=1, d_model=32,
-                                  d_ff=64, num_heads=4, max_length=48, dropout=0.0)
+    config = kt.TransformerConfig(
+        vocab_size=vocabulary.size,
+        num_layers=1,
+        d_model=32,
+        d_ff=64,
+        num_heads=4,
+        max_length=48,
+        dropout=0.0,
+    )
     model = kt.build_model(config)
     # Peaky distributions (random weights otherwise give near-ties that batching can flip).
     model.target_embedding.embeddings.assign(model.target_embedding.embeddings * 4.0)
-    path = export_saved_model(model, vocabulary, "soak", base_dir=os.path.join(directory, "sm"),
-                              max_beam_size=4, beam_size=2, alpha=0.6, max_extra_length=6)
+    path = export_saved_model(
+        model,
+        vocabulary,
+        "soak",
+        base_dir=os.path.join(directory, "sm"),
+        max_beam_size=4,
+        beam_size=2,
+        alpha=0.6,
+        max_extra_length=6,
+    )
     print(path)
 
 
@@ -113,8 +156,8 @@ class Server:
 
         import tensorflow as tf
 
-        # Imported for its side effect, registering the SentencePiece ops (pyflakes reads no
-        # noqa, and a bare import would be an unused name to it).
+        # Imported for its side effect, registering the SentencePiece ops (a bare import
+        # would be an unused name to a linter).
         importlib.import_module("tensorflow_text")
 
         self.tf = tf
@@ -137,8 +180,12 @@ def main():
     parser.add_argument("--export", help="a SavedModel version directory (default: build one)")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1000, help="requests per thread")
-    parser.add_argument("--time-limit", type=float, default=1200,
-                        help="stop sending after this many seconds (reported)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=1200,
+        help="stop sending after this many seconds (reported)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -150,8 +197,12 @@ def main():
     workdir = None
     if export is None:
         workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
-        result = subprocess.run([sys.executable, __file__, "--build", workdir.name],
-                                capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            [sys.executable, __file__, "--build", workdir.name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
             sys.exit(f"building the tiny export failed:\n{result.stderr[-3000:]}")
         export = result.stdout.strip().splitlines()[-1]
@@ -169,8 +220,11 @@ def main():
     for index, settings in enumerate(VALID_SETTINGS):
         for text in pool:
             out = server.predict([text], settings)
-            references[text, index] = (out["translation"][0], float(out["score"][0]),
-                                       out["nbest_translations"].shape[1])
+            references[text, index] = (
+                out["translation"][0],
+                float(out["score"][0]),
+                out["nbest_translations"].shape[1],
+            )
     rng = random.Random(args.seed)
     for batch_size in BATCH_SIZES:
         for beam in (1, 2, 3, 4):
@@ -226,9 +280,11 @@ def main():
             else:
                 for row, text in enumerate(texts):
                     translation, score, width = references[text, index]
-                    if (out["translation"][row] != translation
-                            or abs(float(out["score"][row]) - score) > 1e-3
-                            or out["nbest_translations"].shape[1] != width):
+                    if (
+                        out["translation"][row] != translation
+                        or abs(float(out["score"][row]) - score) > 1e-3
+                        or out["nbest_translations"].shape[1] != width
+                    ):
                         misaligned += 1
             with lock:
                 latencies.append(elapsed)
@@ -239,8 +295,9 @@ def main():
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
     started = time.time()
-    threads = [threading.Thread(target=worker, args=(args.seed * 1000 + i,))
-               for i in range(args.threads)]
+    threads = [
+        threading.Thread(target=worker, args=(args.seed * 1000 + i,)) for i in range(args.threads)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -253,30 +310,41 @@ def main():
     requests = counts["served"] + counts["rejected"] + len(failures)
     planned = args.threads * args.requests
     result = {
-        "benchmark": "serving_soak", "export": "tiny (built)" if workdir else export,
-        "threads": args.threads, "requests_planned": planned, "requests": requests,
-        "served": counts["served"], "rejected_invalid_argument": counts["rejected"],
-        "errors": len(failures), "misaligned_rows": counts["misaligned"],
+        "benchmark": "serving_soak",
+        "export": "tiny (built)" if workdir else export,
+        "threads": args.threads,
+        "requests_planned": planned,
+        "requests": requests,
+        "served": counts["served"],
+        "rejected_invalid_argument": counts["rejected"],
+        "errors": len(failures),
+        "misaligned_rows": counts["misaligned"],
         "sentences": counts["sentences"],
         "p50_ms": round(1000 * percentile(latencies, 50), 2),
         "p99_ms": round(1000 * percentile(latencies, 99), 2),
         "requests_per_s": round(requests / soak_s, 1),
         "sentences_per_s": round(counts["sentences"] / soak_s, 1),
-        "rss_warm_mb": round(rss_warm, 1), "rss_end_mb": round(rss_end, 1),
+        "rss_warm_mb": round(rss_warm, 1),
+        "rss_end_mb": round(rss_end, 1),
         "rss_max_mb": round(max(rss_samples + [rss_end]), 1),
         "rss_growth_pct": round(100 * growth, 2),
-        "build_s": round(build_s, 1), "warmup_s": round(warm_s, 1), "soak_s": round(soak_s, 1),
+        "build_s": round(build_s, 1),
+        "warmup_s": round(warm_s, 1),
+        "soak_s": round(soak_s, 1),
         "stopped_by_time_limit": requests < planned,
-        "tensorflow": tf.__version__, "machine": platform.processor() or platform.machine(),
+        "tensorflow": tf.__version__,
+        "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
     }
     for failure in failures[:10]:
         print("error:", failure)
-    print(f"{requests} requests ({counts['served']} served, {counts['rejected']} rejected as "
-          f"invalid, {len(failures)} errors), {counts['misaligned']} misaligned rows; "
-          f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
-          f"{result['requests_per_s']} requests/s; RSS {result['rss_warm_mb']} -> "
-          f"{result['rss_end_mb']} MB ({result['rss_growth_pct']:+.2f}%)")
+    print(
+        f"{requests} requests ({counts['served']} served, {counts['rejected']} rejected as "
+        f"invalid, {len(failures)} errors), {counts['misaligned']} misaligned rows; "
+        f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
+        f"{result['requests_per_s']} requests/s; RSS {result['rss_warm_mb']} -> "
+        f"{result['rss_end_mb']} MB ({result['rss_growth_pct']:+.2f}%)"
+    )
     print(json.dumps(result))
     ok = not failures and not counts["misaligned"] and growth < 0.10
     return 0 if ok else 1

@@ -45,7 +45,6 @@ import train_throughput as tt  # noqa: E402  (benchmarks/train_throughput.py)
 from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
 from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
 
-
 FORMS = ("forward", "input_grad", "weight_grad")
 
 
@@ -56,12 +55,12 @@ def step_products(num_layers, d_model, d_ff, heads, vocab_size, batch, length):
     tokens, d, f, dk = batch * length, d_model, d_ff, d_model // heads
     bh = batch * heads
     forward = [
-        (num_layers * (4 + 6 + 2), 1, tokens, d, d),       # encoder 4, decoder 6 + cross K, V
-        (num_layers * 2, 1, tokens, d, f),                 # feed-forward in, both stacks
-        (num_layers * 2, 1, tokens, f, d),                 # feed-forward out
-        (num_layers * 3, bh, length, dk, length),          # attention scores: enc, self, cross
-        (num_layers * 3, bh, length, length, dk),          # weighted sums
-        (1, 1, tokens, d, vocab_size),                     # output layer
+        (num_layers * (4 + 6 + 2), 1, tokens, d, d),  # encoder 4, decoder 6 + cross K, V
+        (num_layers * 2, 1, tokens, d, f),  # feed-forward in, both stacks
+        (num_layers * 2, 1, tokens, f, d),  # feed-forward out
+        (num_layers * 3, bh, length, dk, length),  # attention scores: enc, self, cross
+        (num_layers * 3, bh, length, length, dk),  # weighted sums
+        (1, 1, tokens, d, vocab_size),  # output layer
     ]
     return [(*shape, form) for shape in forward for form in FORMS]
 
@@ -77,18 +76,28 @@ def time_floor(products, dtype, threads, steps, repeats):
     operands = []
     for count, b, m, k, n, form in products:
         # (shape of a, shape of b, transpose_a, transpose_b): Y = X W, dX = dY W^T, dW = X^T dY
-        a, b_, ta, tb = {"forward": ((m, k), (k, n), False, False),
-                         "input_grad": ((m, n), (k, n), False, True),
-                         "weight_grad": ((m, k), (m, n), True, False)}[form]
+        a, b_, ta, tb = {
+            "forward": ((m, k), (k, n), False, False),
+            "input_grad": ((m, n), (k, n), False, True),
+            "weight_grad": ((m, k), (m, n), True, False),
+        }[form]
         lead = (b,) if b > 1 else ()
         for _ in range(count):
-            operands.append((tf.cast(tf.random.normal(lead + a), dtype),
-                             tf.cast(tf.random.normal(lead + b_), dtype), ta, tb))
+            operands.append(
+                (
+                    tf.cast(tf.random.normal(lead + a), dtype),
+                    tf.cast(tf.random.normal(lead + b_), dtype),
+                    ta,
+                    tb,
+                )
+            )
 
     @tf.function
     def step():
-        corners = [tf.reshape(tf.matmul(a, b, transpose_a=ta, transpose_b=tb), [-1])[0]
-                   for a, b, ta, tb in operands]
+        corners = [
+            tf.reshape(tf.matmul(a, b, transpose_a=ta, transpose_b=tb), [-1])[0]
+            for a, b, ta, tb in operands
+        ]
         return tf.add_n(corners)
 
     float(step())  # trace
@@ -106,17 +115,22 @@ def product_flops(products):
 
 
 def worker(spec):
-    seconds = time_floor([tuple(p) for p in spec["products"]], spec["dtype"], spec["threads"],
-                         spec["steps"], spec["repeats"])
+    seconds = time_floor(
+        [tuple(p) for p in spec["products"]],
+        spec["dtype"],
+        spec["threads"],
+        spec["steps"],
+        spec["repeats"],
+    )
     print(tt.RESULT_PREFIX + json.dumps({"seconds": seconds}), flush=True)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", default=["small", "base"],
-                        choices=list(tt.CONFIGS))
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
-                        choices=["fp32", "bf16"])
+    parser.add_argument("--configs", nargs="+", default=["small", "base"], choices=list(tt.CONFIGS))
+    parser.add_argument(
+        "--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"]
+    )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--vocab-size", type=int, default=8000)
@@ -124,8 +138,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--target", type=float, default=1.2,
-                        help="the ratio over the peer whose room is reported")
+    parser.add_argument(
+        "--target", type=float, default=1.2, help="the ratio over the peer whose room is reported"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -140,32 +155,54 @@ def main(argv=None):
         results[name] = {}
         for precision in args.precisions:
             dtype = {"fp32": "float32", "bf16": "bfloat16"}[precision]
-            floor = tt.in_child({"products": products, "dtype": dtype, "threads": args.threads,
-                                 "steps": args.steps, "repeats": args.repeats},
-                                timeout=1800, script=__file__)
+            floor = tt.in_child(
+                {
+                    "products": products,
+                    "dtype": dtype,
+                    "threads": args.threads,
+                    "steps": args.steps,
+                    "repeats": args.repeats,
+                },
+                timeout=1800,
+                script=__file__,
+            )
             row = {"floor_ms": floor.get("seconds") and round(1000 * floor["seconds"], 3)}
             if row["floor_ms"]:
                 row["floor_gflops"] = round(product_flops(products) / floor["seconds"] / 1e9, 1)
             if "error" in floor:
                 print(f"# {name} {precision} floor: failed, {floor['error']}", file=sys.stderr)
             for system in systems:
-                spec = {"kind": "row", "system": system, "mode": "xla_off",
-                        "backend": "tensorflow", "precision": precision, "dims": dims,
-                        "batch": args.batch, "length": args.length,
-                        "vocab_size": args.vocab_size, "steps": args.steps,
-                        "repeats": args.repeats, "warmup": args.warmup,
-                        "threads": args.threads, "attention_dropout": 0.0}
+                spec = {
+                    "kind": "row",
+                    "system": system,
+                    "mode": "xla_off",
+                    "backend": "tensorflow",
+                    "precision": precision,
+                    "dims": dims,
+                    "batch": args.batch,
+                    "length": args.length,
+                    "vocab_size": args.vocab_size,
+                    "steps": args.steps,
+                    "repeats": args.repeats,
+                    "warmup": args.warmup,
+                    "threads": args.threads,
+                    "attention_dropout": 0.0,
+                }
                 result = tt.in_child(spec, timeout=1800)
                 if "error" in result:
-                    print(f"# {name} {precision} {system}: failed, {result['error']}",
-                          file=sys.stderr)
+                    print(
+                        f"# {name} {precision} {system}: failed, {result['error']}", file=sys.stderr
+                    )
                     row[f"{system}_ms"] = None
                 else:
                     row[f"{system}_ms"] = round(1000 * result["seconds"] / args.steps, 3)
-                print(f"# {name} {precision} {system}: {row[f'{system}_ms']} ms "
-                      f"(floor {row['floor_ms']} ms)", file=sys.stderr, flush=True)
-            floor_ms, ours_ms, peer_ms = (row["floor_ms"], row["ours_ms"],
-                                          row.get("keras_hub_ms"))
+                print(
+                    f"# {name} {precision} {system}: {row[f'{system}_ms']} ms "
+                    f"(floor {row['floor_ms']} ms)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            floor_ms, ours_ms, peer_ms = (row["floor_ms"], row["ours_ms"], row.get("keras_hub_ms"))
             if floor_ms and peer_ms:
                 row["max_over_peer"] = round(peer_ms / floor_ms, 3)
                 row["room_for_target_ms"] = round(peer_ms / args.target - floor_ms, 3)
@@ -175,13 +212,17 @@ def main(argv=None):
             lines.append((name, precision, row))
 
     cpu, flags = cpu_description()
-    print(f"machine: {cpu} ({os.cpu_count()} CPUs; flags: {' '.join(flags)}), threads "
-          f"{args.threads}; batch {args.batch} x {args.length} tokens a side, vocab "
-          f"{args.vocab_size}; best of {args.repeats} x {args.steps} steps\n")
-    print(f"| config | precision | floor ms (GFLOP/s) | ours ms (beyond floor) | "
-          f"keras-hub ms (beyond floor) | ours x keras-hub | "
-          f"keras-hub / floor (most ours could be) | "
-          f"ours beyond floor for {args.target:g}x |")
+    print(
+        f"machine: {cpu} ({os.cpu_count()} CPUs; flags: {' '.join(flags)}), threads "
+        f"{args.threads}; batch {args.batch} x {args.length} tokens a side, vocab "
+        f"{args.vocab_size}; best of {args.repeats} x {args.steps} steps\n"
+    )
+    print(
+        f"| config | precision | floor ms (GFLOP/s) | ours ms (beyond floor) | "
+        f"keras-hub ms (beyond floor) | ours x keras-hub | "
+        f"keras-hub / floor (most ours could be) | "
+        f"ours beyond floor for {args.target:g}x |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
 
     def cell(value, extra=None):
@@ -191,16 +232,30 @@ def main(argv=None):
 
     for name, precision, row in lines:
         floor_ms = row["floor_ms"]
-        print(f"| {name} | {precision} | {cell(floor_ms)} ({row.get('floor_gflops', '-')}) | "
-              f"{cell(row['ours_ms'], floor_ms)} "
-              f"| {cell(row.get('keras_hub_ms'), floor_ms)} | "
-              f"{row.get('ours_over_peer', '-')} | {row.get('max_over_peer', '-')} | "
-              f"{cell(row.get('room_for_target_ms'))} |")
-    print(json.dumps({"benchmark": "step_floor", "cpu": cpu, "cpu_flags": flags,
-                      "threads": args.threads, "versions": tt.versions(present),
-                      "batch": args.batch, "length": args.length,
-                      "vocab_size": args.vocab_size, "target": args.target, **results,
-                      "skipped_peers": skipped}))
+        print(
+            f"| {name} | {precision} | {cell(floor_ms)} ({row.get('floor_gflops', '-')}) | "
+            f"{cell(row['ours_ms'], floor_ms)} "
+            f"| {cell(row.get('keras_hub_ms'), floor_ms)} | "
+            f"{row.get('ours_over_peer', '-')} | {row.get('max_over_peer', '-')} | "
+            f"{cell(row.get('room_for_target_ms'))} |"
+        )
+    print(
+        json.dumps(
+            {
+                "benchmark": "step_floor",
+                "cpu": cpu,
+                "cpu_flags": flags,
+                "threads": args.threads,
+                "versions": tt.versions(present),
+                "batch": args.batch,
+                "length": args.length,
+                "vocab_size": args.vocab_size,
+                "target": args.target,
+                **results,
+                "skipped_peers": skipped,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

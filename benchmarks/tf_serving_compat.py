@@ -40,14 +40,32 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-TEXTS = ["four hundred twenty-one", "half past seven", "", "   ", "x" * 2000,
-         "emoji 🎉 ok", "中文测试", "one red dog", "seventy-two green bottles"]
-SETTINGS = [None, {"beam_size": 1}, {"beam_size": 4, "alpha": 1.5, "num_hypotheses": 3},
-            {"alpha": 0.0, "max_extra_length": 2}]
-SENTENCEPIECE_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp",
-                     "SentencepieceTokenizeWithOffsetsOp", "SentencepieceDetokenizeOp",
-                     "SentencepieceIdToStringOp", "SentencepieceStringToIdOp",
-                     "SentencepieceVocabSizeOp"}
+TEXTS = [
+    "four hundred twenty-one",
+    "half past seven",
+    "",
+    "   ",
+    "x" * 2000,
+    "emoji 🎉 ok",
+    "中文测试",
+    "one red dog",
+    "seventy-two green bottles",
+]
+SETTINGS = [
+    None,
+    {"beam_size": 1},
+    {"beam_size": 4, "alpha": 1.5, "num_hypotheses": 3},
+    {"alpha": 0.0, "max_extra_length": 2},
+]
+SENTENCEPIECE_OPS = {
+    "SentencepieceOp",
+    "SentencepieceTokenizeOp",
+    "SentencepieceTokenizeWithOffsetsOp",
+    "SentencepieceDetokenizeOp",
+    "SentencepieceIdToStringOp",
+    "SentencepieceStringToIdOp",
+    "SentencepieceVocabSizeOp",
+}
 
 
 def serve(path):
@@ -68,8 +86,13 @@ def serve(path):
     core = set(dir(tf.raw_ops))
     unknown = sorted(ops - core - SENTENCEPIECE_OPS)
 
-    result = {"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__,
-              "ops": len(ops), "unknown_ops": unknown, "runs": []}
+    result = {
+        "tensorflow": tf.__version__,
+        "tensorflow_text": tensorflow_text.__version__,
+        "ops": len(ops),
+        "unknown_ops": unknown,
+        "runs": [],
+    }
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
         signature = meta.signature_def["serving_default"]
@@ -82,23 +105,33 @@ def serve(path):
                     feed[info.name] = (settings or {}).get(name, defaults[name])
             try:
                 out = session.run(fetch, feed_dict=feed)
-                result["runs"].append({
-                    "translation": [t.decode() for t in out["translation"]],
-                    "score": [float(s) for s in out["score"]],
-                    "nbest": [[t.decode() for t in row] for row in out["nbest_translations"]]})
+                result["runs"].append(
+                    {
+                        "translation": [t.decode() for t in out["translation"]],
+                        "score": [float(s) for s in out["score"]],
+                        "nbest": [[t.decode() for t in row] for row in out["nbest_translations"]],
+                    }
+                )
             except tf.errors.InvalidArgumentError as error:
-                result["runs"].append({"invalid_argument": next(
-                    (line for line in error.message.splitlines() if "out of range" in line),
-                    error.message)})
+                result["runs"].append(
+                    {
+                        "invalid_argument": next(
+                            (line for line in error.message.splitlines() if "out of range" in line),
+                            error.message,
+                        )
+                    }
+                )
     loaded = tf.saved_model.load(path)
-    result["translate_endpoint"] = [t.decode() for t in
-                                    loaded.translate(TEXTS)["translation"].numpy()]
+    result["translate_endpoint"] = [
+        t.decode() for t in loaded.translate(TEXTS)["translation"].numpy()
+    ]
     print(json.dumps(result))
 
 
 def run_serve(python, path):
-    result = subprocess.run([python, __file__, "--serve", str(path)], capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [python, __file__, "--serve", str(path)], capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         sys.exit(f"{python} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -106,8 +139,11 @@ def run_serve(python, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side-python", default="/tmp/tfs220/bin/python",
-                        help="the Python of the side environment (TF 2.20)")
+    parser.add_argument(
+        "--side-python",
+        default="/tmp/tfs220/bin/python",
+        help="the Python of the side environment (TF 2.20)",
+    )
     parser.add_argument("--export", help="a SavedModel version directory (default: build one)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -121,8 +157,12 @@ def main():
         export = args.export
         if export is None:  # the soak's tiny export: max_beam_size 4, defaults beam 2
             soak = pathlib.Path(__file__).with_name("serving_soak.py")
-            built = subprocess.run([sys.executable, str(soak), "--build", workdir],
-                                   capture_output=True, text=True, check=False)
+            built = subprocess.run(
+                [sys.executable, str(soak), "--build", workdir],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if built.returncode != 0:
                 sys.exit(f"building the export failed:\n{built.stderr[-3000:]}")
             export = built.stdout.strip().splitlines()[-1]
@@ -132,26 +172,36 @@ def main():
     def same(a, b):  # texts exactly, scores to 1e-4 (two builds of the same kernels)
         if a.keys() != b.keys() or "score" not in a:
             return a == b
-        return ({k: v for k, v in a.items() if k != "score"}
-                == {k: v for k, v in b.items() if k != "score"}
-                and all(abs(x - y) <= 1e-4 for x, y in zip(a["score"], b["score"])))
+        return {k: v for k, v in a.items() if k != "score"} == {
+            k: v for k, v in b.items() if k != "score"
+        } and all(abs(x - y) <= 1e-4 for x, y in zip(a["score"], b["score"]))
 
     checks = {
         "all_ops_known_to_side_tf": side["unknown_ops"] == [],
-        "session_outputs_equal": len(side["runs"]) == len(written["runs"]) and all(
-            same(a, b) for a, b in zip(side["runs"], written["runs"])),
+        "session_outputs_equal": len(side["runs"]) == len(written["runs"])
+        and all(same(a, b) for a, b in zip(side["runs"], written["runs"])),
         "defaults_filled_run_served": "translation" in side["runs"][0],
-        "out_of_range_is_invalid_argument": "beam_size=0 is out of range" in side["runs"][-1].get(
-            "invalid_argument", ""),
-        "translate_endpoint_equal": side["translate_endpoint"] == written["translate_endpoint"]
+        "out_of_range_is_invalid_argument": "beam_size=0 is out of range"
+        in side["runs"][-1].get("invalid_argument", ""),
+        "translate_endpoint_equal": side["translate_endpoint"]
+        == written["translate_endpoint"]
         == written["runs"][0]["translation"],
     }
     for name, passed in checks.items():
         print(f"{'ok  ' if passed else 'FAIL'} {name}")
-    print(json.dumps({"benchmark": "tf_serving_compat", "written_by": written["tensorflow"],
-                      "served_by": side["tensorflow"],
-                      "served_by_tensorflow_text": side["tensorflow_text"],
-                      "ops": side["ops"], "unknown_ops": side["unknown_ops"], **checks}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "tf_serving_compat",
+                "written_by": written["tensorflow"],
+                "served_by": side["tensorflow"],
+                "served_by_tensorflow_text": side["tensorflow_text"],
+                "ops": side["ops"],
+                "unknown_ops": side["unknown_ops"],
+                **checks,
+            }
+        )
+    )
     return 0 if all(checks.values()) else 1
 
 

@@ -93,8 +93,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from peers import importable_peers, speed_ratios  # noqa: E402  (benchmarks/peers.py)
 from machine import CPU_FLAGS, cpu_description  # noqa: E402  (benchmarks/machine.py)
+from peers import importable_peers, speed_ratios  # noqa: E402  (benchmarks/peers.py)
 
 PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
 CONFIGS = {  # name -> (N, d_model, d_ff, h)
@@ -104,11 +104,18 @@ CONFIGS = {  # name -> (N, d_model, d_ff, h)
     "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (pipelines/multi30k.py)
     "big": (6, 1024, 4096, 16),
 }
-SYSTEM_MODES = {"ours": ("xla_off", "xla_on"), "keras_hub": ("xla_off", "xla_on"),
-                "torch": ("eager", "compile")}
+SYSTEM_MODES = {
+    "ours": ("xla_off", "xla_on"),
+    "keras_hub": ("xla_off", "xla_on"),
+    "torch": ("eager", "compile"),
+}
 # (peer, peer mode, our mode): no compiler on either side, or a compiler on both.
-MATCHED = [("keras_hub", "xla_off", "xla_off"), ("keras_hub", "xla_on", "xla_on"),
-           ("torch", "eager", "xla_off"), ("torch", "compile", "xla_on")]
+MATCHED = [
+    ("keras_hub", "xla_off", "xla_off"),
+    ("keras_hub", "xla_on", "xla_on"),
+    ("torch", "eager", "xla_off"),
+    ("torch", "compile", "xla_on"),
+]
 DROPOUT = 0.1
 LABEL_SMOOTHING = 0.1
 MAX_LENGTH = 256
@@ -117,38 +124,69 @@ SLOW_BF16 = 0.25  # bf16 rows of a framework whose bf16 matmul is slower than th
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", default=["tiny", "small", "base"],
-                        choices=list(CONFIGS))
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"],
-                        choices=["fp32", "bf16"])
-    parser.add_argument("--modes", nargs="+", default=["xla_off", "xla_on", "eager", "compile"],
-                        choices=["xla_off", "xla_on", "eager", "compile"],
-                        help="xla_off/xla_on for ours and keras-hub, eager/compile for torch")
-    parser.add_argument("--peers", nargs="+", default=["keras_hub", "torch"],
-                        choices=["keras_hub", "torch"])
+    parser.add_argument(
+        "--configs", nargs="+", default=["tiny", "small", "base"], choices=list(CONFIGS)
+    )
+    parser.add_argument(
+        "--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"]
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["xla_off", "xla_on", "eager", "compile"],
+        choices=["xla_off", "xla_on", "eager", "compile"],
+        help="xla_off/xla_on for ours and keras-hub, eager/compile for torch",
+    )
+    parser.add_argument(
+        "--peers", nargs="+", default=["keras_hub", "torch"], choices=["keras_hub", "torch"]
+    )
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
     parser.add_argument("--length", type=int, default=32, help="source and target length")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--steps", type=int, default=5, help="steps per timed window")
     parser.add_argument("--repeats", type=int, default=3, help="timed windows (best kept)")
-    parser.add_argument("--warmup", type=int, default=3,
-                        help="untimed steps first (XLA and torch.compile compile in them)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="CPU threads for TensorFlow and PyTorch alike")
-    parser.add_argument("--attention-dropout", type=float, default=0.0,
-                        help="dropout on the attention probabilities, on every side (ours: 0)")
-    parser.add_argument("--run-slow-bf16", action="store_true",
-                        help="run bf16 rows even of a framework without fast bf16 matmuls here")
-    parser.add_argument("--row-timeout", type=float, default=1800,
-                        help="seconds after which a row is stopped and marked failed")
-    parser.add_argument("--backend", choices=["tensorflow", "jax"], default="tensorflow",
-                        help="jax: ours and keras-hub under KERAS_BACKEND=jax, PyTorch on "
-                             "CUDA where there is a GPU (the module docstring)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=3,
+        help="untimed steps first (XLA and torch.compile compile in them)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="CPU threads for TensorFlow and PyTorch alike",
+    )
+    parser.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.0,
+        help="dropout on the attention probabilities, on every side (ours: 0)",
+    )
+    parser.add_argument(
+        "--run-slow-bf16",
+        action="store_true",
+        help="run bf16 rows even of a framework without fast bf16 matmuls here",
+    )
+    parser.add_argument(
+        "--row-timeout",
+        type=float,
+        default=1800,
+        help="seconds after which a row is stopped and marked failed",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["tensorflow", "jax"],
+        default="tensorflow",
+        help="jax: ours and keras-hub under KERAS_BACKEND=jax, PyTorch on "
+        "CUDA where there is a GPU (the module docstring)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # one row, in a child process
     return parser.parse_args(argv)
 
 
 # -- FLOPs, peak, machine ----------------------------------------------------------------------
+
 
 def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     """3 x forward FLOPs (multiply-add = 2) of one step: projections, feed-forward, attention
@@ -156,9 +194,11 @@ def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
     tokens = batch * length
     d, f = d_model, d_ff
     encoder = tokens * 2 * (4 * d * d + 2 * d * f) + 2 * 2 * batch * length * length * d
-    decoder = (tokens * 2 * (4 * d * d + 2 * d * d + 2 * d * f)  # self Q,K,V,O + cross Q,O + FFN
-               + tokens * 2 * 2 * d * d                            # cross K,V on the memory
-               + 2 * 2 * batch * length * length * d * 2)          # self + cross attention
+    decoder = (
+        tokens * 2 * (4 * d * d + 2 * d * d + 2 * d * f)  # self Q,K,V,O + cross Q,O + FFN
+        + tokens * 2 * 2 * d * d  # cross K,V on the memory
+        + 2 * 2 * batch * length * length * d * 2
+    )  # self + cross attention
     output = tokens * 2 * d * vocab_size
     return 3 * (num_layers * (encoder + decoder) + output)
 
@@ -168,6 +208,7 @@ def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
     one n x n product (operands made beforehand). A probe size first: when the full size
     would take over `budget_s` a product (a precision without fast kernels on this CPU, e.g.
     PyTorch bfloat16 without AVX512-BF16: under 1 GFLOP/s), the probe's rate is kept."""
+
     def best_seconds(n, times):
         run = make_product(n)
         run()
@@ -180,8 +221,8 @@ def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
 
     probe_seconds = best_seconds(probe, 2)
     if probe_seconds * (size / probe) ** 3 > budget_s:
-        return 2 * probe ** 3 / probe_seconds
-    return 2 * size ** 3 / best_seconds(size, repeats)
+        return 2 * probe**3 / probe_seconds
+    return 2 * size**3 / best_seconds(size, repeats)
 
 
 def gpu_matmul_peaks(precisions, use_torch):
@@ -195,26 +236,31 @@ def gpu_matmul_peaks(precisions, use_torch):
             a, b = (jax.random.normal(jax.random.key(i), (n, n), dtype) for i in (1, 2))
             product = jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))
             return lambda: product(a, b).block_until_ready()
+
         return make
 
     dtypes = {"fp32": "float32", "bf16": "bfloat16"}
     precisions = ["fp32"] + [p for p in precisions if p != "fp32"]
-    peaks = {p: {"jax": matmul_rate(jax_product(dtypes[p]), size=8192, probe=2048)}
-             for p in precisions}
+    peaks = {
+        p: {"jax": matmul_rate(jax_product(dtypes[p]), size=8192, probe=2048)} for p in precisions
+    }
     device = jax.devices()[0].device_kind
     if use_torch:
         import torch
 
         if torch.cuda.is_available():
+
             def torch_product(dtype):
                 def make(n):
                     a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
                     return lambda: (torch.matmul(a, b), torch.cuda.synchronize())
+
                 return make
 
             for p in precisions:
-                peaks[p]["torch"] = matmul_rate(torch_product(getattr(torch, dtypes[p])),
-                                                size=8192, probe=2048)
+                peaks[p]["torch"] = matmul_rate(
+                    torch_product(getattr(torch, dtypes[p])), size=8192, probe=2048
+                )
     return peaks, device
 
 
@@ -231,6 +277,7 @@ def matmul_peaks(precisions, threads, use_torch):
             a = tf.cast(tf.random.normal((n, n)), dtype)
             b = tf.cast(tf.random.normal((n, n)), dtype)
             return lambda: float(tf.matmul(a, b)[0, 0])
+
         return make
 
     peaks = {p: {"tensorflow": matmul_rate(tf_product(dtypes[p]))} for p in precisions}
@@ -243,6 +290,7 @@ def matmul_peaks(precisions, threads, use_torch):
             def make(n):
                 a, b = (torch.randn(n, n).to(dtype) for _ in range(2))
                 return lambda: torch.matmul(a, b)
+
             return make
 
         for p in precisions:
@@ -259,12 +307,15 @@ def slow_bf16(peaks, framework, threshold=SLOW_BF16):
         return None
     if bf16 >= threshold * fp32:
         return None
-    return (f"{framework}'s bfloat16 matmul runs at {bf16 / 1e9:.1f} GFLOP/s here, under "
-            f"{threshold:g} x its float32 {fp32 / 1e9:.1f} (no fast bf16 kernels on this CPU; "
-            f"--run-slow-bf16 runs them anyway)")
+    return (
+        f"{framework}'s bfloat16 matmul runs at {bf16 / 1e9:.1f} GFLOP/s here, under "
+        f"{threshold:g} x its float32 {fp32 / 1e9:.1f} (no fast bf16 kernels on this CPU; "
+        f"--run-slow-bf16 runs them anyway)"
+    )
 
 
 # -- data --------------------------------------------------------------------------------------
+
 
 def make_batch(batch, length, vocab_size, seed=0):
     """Source, decoder input (bos + labels[:-1]) and labels; ids >= 4: no padding anywhere."""
@@ -276,6 +327,7 @@ def make_batch(batch, length, vocab_size, seed=0):
 
 
 # -- Keras systems -----------------------------------------------------------------------------
+
 
 def keras_inputs(spec, data, nested=False):
     """`model.fit`'s inputs for one fixed batch at every step: a repeated tf.data element on
@@ -289,8 +341,11 @@ def keras_inputs(spec, data, nested=False):
 
         element = ((features, labels),) if nested else (features, labels)
         return {"x": tf.data.Dataset.from_tensors(element).repeat(), "steps_per_epoch": copies}
-    return {"x": {name: np.tile(ids, (copies, 1)) for name, ids in features.items()},
-            "y": np.tile(labels, (copies, 1)), "batch_size": len(source)}
+    return {
+        "x": {name: np.tile(ids, (copies, 1)) for name, ids in features.items()},
+        "y": np.tile(labels, (copies, 1)),
+        "batch_size": len(source),
+    }
 
 
 def time_keras(model, inputs, steps, repeats, warmup):
@@ -331,10 +386,17 @@ def build_ours(dims, vocab_size, precision, attention_dropout, plain=False):
 
     num_layers, d_model, d_ff, heads = dims
     keras.utils.set_random_seed(0)
-    config = TransformerConfig(vocab_size=vocab_size, num_layers=num_layers, d_model=d_model,
-                               d_ff=d_ff, num_heads=heads, max_length=MAX_LENGTH,
-                               dropout=DROPOUT, label_smoothing=LABEL_SMOOTHING,
-                               attention_dropout=attention_dropout)
+    config = TransformerConfig(
+        vocab_size=vocab_size,
+        num_layers=num_layers,
+        d_model=d_model,
+        d_ff=d_ff,
+        num_heads=heads,
+        max_length=MAX_LENGTH,
+        dropout=DROPOUT,
+        label_smoothing=LABEL_SMOOTHING,
+        attention_dropout=attention_dropout,
+    )
     transformer = build_model(config, dtype=keras_dtype(precision))
     if plain:
         return transformer
@@ -348,16 +410,22 @@ def run_ours(spec, data):
     from keras_transformer.losses import LabelSmoothedCrossEntropy
 
     plain = spec["backend"] != "tensorflow"
-    model = build_ours(spec["dims"], spec["vocab_size"], spec["precision"],
-                       spec["attention_dropout"], plain=plain)
+    model = build_ours(
+        spec["dims"], spec["vocab_size"], spec["precision"], spec["attention_dropout"], plain=plain
+    )
     optimizer = build_optimizer(spec["dims"][1])
     transformer = model if plain else model.transformer
     # TrainingModel computes its own loss; the plain Transformer is given the same one.
     loss = LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0) if plain else None
     model.compile(optimizer=optimizer, loss=loss, jit_compile=spec["mode"] == "xla_on")
     optimizer.build(transformer.trainable_variables)
-    seconds = time_keras(model, keras_inputs(spec, data, nested=not plain), spec["steps"],
-                         spec["repeats"], spec["warmup"])
+    seconds = time_keras(
+        model,
+        keras_inputs(spec, data, nested=not plain),
+        spec["steps"],
+        spec["repeats"],
+        spec["warmup"],
+    )
     return seconds, transformer.count_params(), bool(model.jit_compile)
 
 
@@ -371,8 +439,12 @@ def build_keras_hub(dims, vocab_size, precision, attention_dropout):
     keras.utils.set_random_seed(0)
     # One matrix for source, target and (reversed) the output projection, as ours.
     embedding = keras_hub.layers.ReversibleEmbedding(
-        vocab_size, d_model, tie_weights=True, dtype=dtype,
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model ** -0.5))
+        vocab_size,
+        d_model,
+        tie_weights=True,
+        dtype=dtype,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
+    )
     positions = keras_hub.layers.SinePositionEncoding(dtype=dtype)
 
     def embed(ids):
@@ -381,8 +453,13 @@ def build_keras_hub(dims, vocab_size, precision, attention_dropout):
 
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    stack_args = dict(intermediate_dim=d_ff, num_heads=heads, dropout=DROPOUT,
-                      layer_norm_epsilon=1e-6, dtype=dtype)
+    stack_args = dict(
+        intermediate_dim=d_ff,
+        num_heads=heads,
+        dropout=DROPOUT,
+        layer_norm_epsilon=1e-6,
+        dtype=dtype,
+    )
     encoders = [keras_hub.layers.TransformerEncoder(**stack_args) for _ in range(num_layers)]
     decoders = [keras_hub.layers.TransformerDecoder(**stack_args) for _ in range(num_layers)]
     x = embed(source_ids)
@@ -396,8 +473,10 @@ def build_keras_hub(dims, vocab_size, precision, attention_dropout):
     # dropout 0 by default). Keras reads the rate at call time (0 also selects its
     # `ops.dot_product_attention` path), so setting it after construction is enough.
     for layer in encoders + decoders:
-        for attention in (layer._self_attention_layer,
-                          getattr(layer, "_cross_attention_layer", None)):
+        for attention in (
+            layer._self_attention_layer,
+            getattr(layer, "_cross_attention_layer", None),
+        ):
             if attention is not None:
                 attention._dropout = attention_dropout
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits)
@@ -409,19 +488,25 @@ def run_keras_hub(spec, data):
     from keras_transformer import NoamSchedule
     from keras_transformer.losses import LabelSmoothedCrossEntropy
 
-    model = build_keras_hub(spec["dims"], spec["vocab_size"], spec["precision"],
-                            spec["attention_dropout"])
-    optimizer = keras.optimizers.Adam(learning_rate=NoamSchedule(spec["dims"][1]), beta_1=0.9,
-                                      beta_2=0.98, epsilon=1e-9)
-    model.compile(optimizer=optimizer,
-                  loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
-                  jit_compile=spec["mode"] == "xla_on")
-    seconds = time_keras(model, keras_inputs(spec, data), spec["steps"], spec["repeats"],
-                         spec["warmup"])
+    model = build_keras_hub(
+        spec["dims"], spec["vocab_size"], spec["precision"], spec["attention_dropout"]
+    )
+    optimizer = keras.optimizers.Adam(
+        learning_rate=NoamSchedule(spec["dims"][1]), beta_1=0.9, beta_2=0.98, epsilon=1e-9
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
+        jit_compile=spec["mode"] == "xla_on",
+    )
+    seconds = time_keras(
+        model, keras_inputs(spec, data), spec["steps"], spec["repeats"], spec["warmup"]
+    )
     return seconds, model.count_params(), bool(model.jit_compile)
 
 
 # -- PyTorch -----------------------------------------------------------------------------------
+
 
 def build_torch(dims, vocab_size, attention_dropout):
     """The same network from `nn.Transformer*Layer`s (see the module docstring): a module whose
@@ -442,18 +527,28 @@ def build_torch(dims, vocab_size, attention_dropout):
         def __init__(self):
             super().__init__()
             self.embedding = nn.Embedding(vocab_size, d_model)  # source, target and output
-            nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+            nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
             self.register_buffer("positions", sinusoids(MAX_LENGTH), persistent=False)
             self.embedding_dropout = nn.Dropout(DROPOUT)
-            layer_args = dict(d_model=d_model, nhead=heads, dim_feedforward=d_ff,
-                              dropout=DROPOUT, batch_first=True, norm_first=False,
-                              layer_norm_eps=1e-6)
+            layer_args = dict(
+                d_model=d_model,
+                nhead=heads,
+                dim_feedforward=d_ff,
+                dropout=DROPOUT,
+                batch_first=True,
+                norm_first=False,
+                layer_norm_eps=1e-6,
+            )
             # No final LayerNorm (nn.Transformer adds one to each stack; post-norm has none).
-            self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer_args),
-                                                 num_layers, norm=None,
-                                                 enable_nested_tensor=False)
-            self.decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer_args),
-                                                 num_layers, norm=None)
+            self.encoder = nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(**layer_args),
+                num_layers,
+                norm=None,
+                enable_nested_tensor=False,
+            )
+            self.decoder = nn.TransformerDecoder(
+                nn.TransformerDecoderLayer(**layer_args), num_layers, norm=None
+            )
             for layer in [*self.encoder.layers, *self.decoder.layers]:
                 layer.dropout = nn.Identity()  # the dropout after the ReLU: ours has none
                 for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
@@ -464,7 +559,7 @@ def build_torch(dims, vocab_size, attention_dropout):
             self.loss = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=LABEL_SMOOTHING)
 
         def embed(self, ids):
-            x = self.embedding(ids) * math.sqrt(d_model) + self.positions[:ids.shape[1]]
+            x = self.embedding(ids) * math.sqrt(d_model) + self.positions[: ids.shape[1]]
             return self.embedding_dropout(x)
 
         def forward(self, source, target, labels):
@@ -472,9 +567,12 @@ def build_torch(dims, vocab_size, attention_dropout):
             # float masks and take attention off the fused causal kernel).
             memory = self.encoder(self.embed(source))
             length = target.shape[1]
-            hidden = self.decoder(self.embed(target), memory,
-                                  tgt_mask=self.causal_mask[:length, :length],
-                                  tgt_is_causal=True)
+            hidden = self.decoder(
+                self.embed(target),
+                memory,
+                tgt_mask=self.causal_mask[:length, :length],
+                tgt_is_causal=True,
+            )
             logits = functional.linear(hidden, self.embedding.weight).float()
             return self.loss(logits.reshape(-1, vocab_size), labels.reshape(-1))
 
@@ -495,12 +593,11 @@ def run_torch(spec, data):
         optimizer = torch.optim.Adam(model.parameters(), foreach=True, **adam)
     # The Noam schedule of build_optimizer (learning rate = factor x base lr 1.0).
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: d_model ** -0.5 * min((step + 1) ** -0.5,
-                                                      (step + 1) * 4000 ** -1.5))
+        optimizer, lambda step: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * 4000**-1.5)
+    )
     loss_of = torch.compile(model) if spec["mode"] == "compile" else model
     source, target, labels = (torch.from_numpy(a.astype("int64")).to(device) for a in data)
-    autocast = torch.autocast(device, dtype=torch.bfloat16,
-                              enabled=spec["precision"] == "bf16")
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=spec["precision"] == "bf16")
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -535,8 +632,7 @@ def worker(spec):
             peaks, device = gpu_matmul_peaks(spec["precisions"], spec["use_torch"])
             result = {"peaks": peaks, "device": device}
         elif spec["kind"] == "peaks":
-            result = {"peaks": matmul_peaks(spec["precisions"], spec["threads"],
-                                            spec["use_torch"])}
+            result = {"peaks": matmul_peaks(spec["precisions"], spec["threads"], spec["use_torch"])}
         else:
             if spec["system"] != "torch" and spec["backend"] == "jax":
                 if spec["precision"] == "fp32":  # IEEE float32 matmuls, as PyTorch's default
@@ -562,13 +658,17 @@ def in_child(spec, timeout=None, script=__file__):
     interpreter and returns what it printed after RESULT_PREFIX; `{"error": ...}` if it died or
     timed out."""
     try:
-        process = subprocess.run([sys.executable, script, "--worker", json.dumps(spec)],
-                                 capture_output=True, text=True, timeout=timeout)
+        process = subprocess.run(
+            [sys.executable, script, "--worker", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"stopped after --row-timeout {timeout:g} s"}
     for line in reversed(process.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     if process.returncode < 0:
         return {"error": f"child killed by signal {-process.returncode}"}
     lines = process.stderr.strip().splitlines()
@@ -578,6 +678,7 @@ def in_child(spec, timeout=None, script=__file__):
 
 
 # -- the run -----------------------------------------------------------------------------------
+
 
 def versions(present):
     found = {"python": platform.python_version()}
@@ -602,12 +703,20 @@ def main(argv=None):
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         if "xla_off" in modes:  # Keras on JAX always compiles train steps with XLA
             modes.remove("xla_off")
-            print("# no xla_off rows on JAX: Keras compiles every train step there",
-                  file=sys.stderr)
+            print(
+                "# no xla_off rows on JAX: Keras compiles every train step there", file=sys.stderr
+            )
     present, skipped_peers = importable_peers(args.peers, PEER_MODULES)
     systems = ["ours", *present]
-    peaks = in_child({"kind": "peaks", "precisions": args.precisions, "backend": args.backend,
-                      "threads": args.threads, "use_torch": "torch" in present})
+    peaks = in_child(
+        {
+            "kind": "peaks",
+            "precisions": args.precisions,
+            "backend": args.backend,
+            "threads": args.threads,
+            "use_torch": "torch" in present,
+        }
+    )
     if "error" in peaks:
         print(f"# matmul peak not measured: {peaks['error']} (MFU left out)", file=sys.stderr)
         peak = {}
@@ -615,8 +724,11 @@ def main(argv=None):
         peak = {p: max(rates.values()) for p, rates in peaks["peaks"].items()}
     tokens_per_step = args.batch * args.length
     # The pairs this run asked for (a skipped peer's stay, as null: never read as a win).
-    matched = [(peer, peer_mode, our_mode) for peer, peer_mode, our_mode in MATCHED
-               if peer in args.peers and peer_mode in modes and our_mode in modes]
+    matched = [
+        (peer, peer_mode, our_mode)
+        for peer, peer_mode, our_mode in MATCHED
+        if peer in args.peers and peer_mode in modes and our_mode in modes
+    ]
     slow = {}  # system -> why its bf16 rows are not run
     if "bf16" in args.precisions and "peaks" in peaks and not args.run_slow_bf16:
         for system in systems:
@@ -624,8 +736,9 @@ def main(argv=None):
             reason = slow_bf16(peaks["peaks"], framework)
             if reason:
                 slow[system] = reason
-                print(f"# skipping the bf16 rows of {system}: {reason}", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"# skipping the bf16 rows of {system}: {reason}", file=sys.stderr, flush=True
+                )
     rows, failed, skipped_rows, headline = [], {}, {}, {}
     for name in args.configs:
         dims = CONFIGS[name]
@@ -637,17 +750,33 @@ def main(argv=None):
                 for mode in SYSTEM_MODES[system]:
                     if mode not in modes:
                         continue
-                    spec = {"kind": "row", "system": system, "mode": mode,
-                            "backend": args.backend,
-                            "precision": precision, "dims": dims, "batch": args.batch,
-                            "length": args.length, "vocab_size": args.vocab_size,
-                            "steps": args.steps, "repeats": args.repeats,
-                            "warmup": args.warmup,
-                            "threads": args.threads,
-                            "attention_dropout": args.attention_dropout}
-                    row = {"config": name, "precision": precision, "system": system,
-                           "mode": mode, "params": None, "step_s": None, "tokens_per_s": None,
-                           "mfu": None, "status": "ok"}
+                    spec = {
+                        "kind": "row",
+                        "system": system,
+                        "mode": mode,
+                        "backend": args.backend,
+                        "precision": precision,
+                        "dims": dims,
+                        "batch": args.batch,
+                        "length": args.length,
+                        "vocab_size": args.vocab_size,
+                        "steps": args.steps,
+                        "repeats": args.repeats,
+                        "warmup": args.warmup,
+                        "threads": args.threads,
+                        "attention_dropout": args.attention_dropout,
+                    }
+                    row = {
+                        "config": name,
+                        "precision": precision,
+                        "system": system,
+                        "mode": mode,
+                        "params": None,
+                        "step_s": None,
+                        "tokens_per_s": None,
+                        "mfu": None,
+                        "status": "ok",
+                    }
                     label = f"{name} {precision} {system} {mode}"
                     if precision == "bf16" and system in slow:
                         skipped_rows[label] = slow[system]
@@ -658,51 +787,82 @@ def main(argv=None):
                     if "error" in result:
                         failed[label] = result["error"]
                         row["status"] = "failed"
-                        print(f"# {label}: failed, {result['error']}", file=sys.stderr,
-                              flush=True)
+                        print(f"# {label}: failed, {result['error']}", file=sys.stderr, flush=True)
                     else:
                         step_s = result["seconds"] / args.steps
-                        row.update(params=result["params"], step_s=step_s,
-                                   tokens_per_s=tokens_per_step / step_s)
+                        row.update(
+                            params=result["params"],
+                            step_s=step_s,
+                            tokens_per_s=tokens_per_step / step_s,
+                        )
                         if precision in peak:
                             row["mfu"] = flops / step_s / peak[precision]
                         # The whole row, so that a run stopped before its table keeps it.
                         mfu = "" if row["mfu"] is None else f", MFU {100 * row['mfu']:.1f}%"
-                        print(f"# {label}: {row['tokens_per_s']:.0f} tokens/s, step "
-                              f"{1000 * step_s:.1f} ms{mfu}", file=sys.stderr, flush=True)
+                        print(
+                            f"# {label}: {row['tokens_per_s']:.0f} tokens/s, step "
+                            f"{1000 * step_s:.1f} ms{mfu}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                     precision_rows.append(row)
             ratios = speed_ratios(precision_rows, matched)
-            best = max((r for r in precision_rows if r["system"] == "ours"
-                        and r["tokens_per_s"] is not None),
-                       key=lambda r: r["tokens_per_s"], default=None)
+            best = max(
+                (
+                    r
+                    for r in precision_rows
+                    if r["system"] == "ours" and r["tokens_per_s"] is not None
+                ),
+                key=lambda r: r["tokens_per_s"],
+                default=None,
+            )
             ratios["ours_tokens_per_s"] = best and round(best["tokens_per_s"], 1)
             ratios["mfu"] = round(best["mfu"], 4) if best and best["mfu"] is not None else None
             headline[name][precision] = ratios
-            best_peer_rate = max((r["tokens_per_s"] for r in precision_rows
-                                  if r["system"] != "ours" and r["tokens_per_s"]), default=None)
+            best_peer_rate = max(
+                (
+                    r["tokens_per_s"]
+                    for r in precision_rows
+                    if r["system"] != "ours" and r["tokens_per_s"]
+                ),
+                default=None,
+            )
             for row in precision_rows:
-                row["x_best_peer"] = (row["tokens_per_s"] / best_peer_rate
-                                      if row["tokens_per_s"] and best_peer_rate else None)
+                row["x_best_peer"] = (
+                    row["tokens_per_s"] / best_peer_rate
+                    if row["tokens_per_s"] and best_peer_rate
+                    else None
+                )
             rows.extend(precision_rows)
 
     cpu, flags = cpu_description()
     found = versions(present)
-    print(f"machine: {cpu} ({platform.machine()}, {os.cpu_count()} CPUs; flags: "
-          f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), threads {args.threads}; "
-          + ", ".join(f"{k} {v}" for k, v in found.items()))
+    print(
+        f"machine: {cpu} ({platform.machine()}, {os.cpu_count()} CPUs; flags: "
+        f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), threads {args.threads}; "
+        + ", ".join(f"{k} {v}" for k, v in found.items())
+    )
     device = peaks.get("device")
     if device:
         print(f"device: {device} (backend {args.backend})")
     if peak:
-        print("matmul peak: " + "; ".join(
-            f"{p} " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in rates.items()) + " GFLOP/s"
-            for p, rates in peaks["peaks"].items()))
-    print(f"batch {args.batch} x {args.length} source + {args.length} target tokens (no "
-          f"padding), vocab {args.vocab_size}, dropout {DROPOUT} (attention "
-          f"{args.attention_dropout}), label smoothing {LABEL_SMOOTHING}, tied embeddings; "
-          f"best of {args.repeats} x {args.steps} steps\n")
-    print("| config | precision | system | mode | params | step ms | target tokens/s | MFU | "
-          "x best peer |")
+        print(
+            "matmul peak: "
+            + "; ".join(
+                f"{p} " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in rates.items()) + " GFLOP/s"
+                for p, rates in peaks["peaks"].items()
+            )
+        )
+    print(
+        f"batch {args.batch} x {args.length} source + {args.length} target tokens (no "
+        f"padding), vocab {args.vocab_size}, dropout {DROPOUT} (attention "
+        f"{args.attention_dropout}), label smoothing {LABEL_SMOOTHING}, tied embeddings; "
+        f"best of {args.repeats} x {args.steps} steps\n"
+    )
+    print(
+        "| config | precision | system | mode | params | step ms | target tokens/s | MFU | "
+        "x best peer |"
+    )
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
 
     def cell(value, form):
@@ -710,29 +870,51 @@ def main(argv=None):
 
     for r in rows:
         if r["step_s"] is None:
-            print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
-                  f"{r['status']} | - | - | - | - |")
+            print(
+                f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
+                f"{r['status']} | - | - | - | - |"
+            )
             continue
-        print(f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
-              f"{r['params'] / 1e6:.2f}M | {1000 * r['step_s']:.1f} | "
-              f"{r['tokens_per_s']:.0f} | {cell(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | "
-              f"{cell(r['x_best_peer'], '{:.2f}')} |")
+        print(
+            f"| {r['config']} | {r['precision']} | {r['system']} | {r['mode']} | "
+            f"{r['params'] / 1e6:.2f}M | {1000 * r['step_s']:.1f} | "
+            f"{r['tokens_per_s']:.0f} | {cell(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | "
+            f"{cell(r['x_best_peer'], '{:.2f}')} |"
+        )
     print()
     for name, by_precision in headline.items():
         for precision, h in by_precision.items():
             matched = ", ".join(f"{k} {cell(v, '{:.2f}x')}" for k, v in h["matched"].items())
-            print(f"{name} {precision}: ours best ({h['ours_best']}) "
-                  f"{cell(h['over_best_peer'], '{:.2f}x')} the best peer ({h['best_peer']}); "
-                  f"matched: {matched}")
-    print(json.dumps({"benchmark": "train_throughput", "backend": args.backend,
-                      "device": device or "cpu", "cpu": cpu, "cpu_flags": flags,
-                      "cpus": os.cpu_count(), "threads": args.threads, "versions": found,
-                      "peak_gflops": {p: round(v / 1e9, 1) for p, v in peak.items()},
-                      "batch": args.batch, "length": args.length,
-                      "vocab_size": args.vocab_size, "steps": args.steps,
-                      "repeats": args.repeats, "attention_dropout": args.attention_dropout,
-                      **headline, "skipped_peers": skipped_peers, "skipped_rows": skipped_rows,
-                      "failed_rows": failed}))
+            print(
+                f"{name} {precision}: ours best ({h['ours_best']}) "
+                f"{cell(h['over_best_peer'], '{:.2f}x')} the best peer ({h['best_peer']}); "
+                f"matched: {matched}"
+            )
+    print(
+        json.dumps(
+            {
+                "benchmark": "train_throughput",
+                "backend": args.backend,
+                "device": device or "cpu",
+                "cpu": cpu,
+                "cpu_flags": flags,
+                "cpus": os.cpu_count(),
+                "threads": args.threads,
+                "versions": found,
+                "peak_gflops": {p: round(v / 1e9, 1) for p, v in peak.items()},
+                "batch": args.batch,
+                "length": args.length,
+                "vocab_size": args.vocab_size,
+                "steps": args.steps,
+                "repeats": args.repeats,
+                "attention_dropout": args.attention_dropout,
+                **headline,
+                "skipped_peers": skipped_peers,
+                "skipped_rows": skipped_rows,
+                "failed_rows": failed,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

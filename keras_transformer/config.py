@@ -23,7 +23,7 @@ blank).
 import dataclasses
 import json
 import math
-from typing import Literal, Optional
+from typing import Literal
 
 from keras_transformer.errors import UserInputError
 
@@ -71,8 +71,8 @@ class TransformerConfig:
     d_model: int = 512
     d_ff: int = 2048
     num_heads: int = 8
-    key_dim: Optional[int] = None
-    value_dim: Optional[int] = None
+    key_dim: int | None = None
+    value_dim: int | None = None
     dropout: float = 0.1
     label_smoothing: float = 0.1
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"
@@ -111,9 +111,7 @@ class TransformerConfig:
         32
         """
         if name not in PRESETS:
-            raise UserInputError(
-                f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}"
-            )
+            raise UserInputError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
         values = dict(PRESETS[name])
         per_head = values["d_model"] // values["num_heads"]
         if "d_model" in overrides or "num_heads" in overrides:
@@ -198,8 +196,10 @@ def _validate(config):
         if value is not None and (not isinstance(value, int) or value <= 0):
             fail(field, "must be a positive integer or None (= d_model / num_heads)")
     if (config.key_dim is None or config.value_dim is None) and config.d_model % config.num_heads:
-        fail("num_heads", f"must divide d_model={config.d_model} unless key_dim and value_dim "
-             "are set")
+        fail(
+            "num_heads",
+            f"must divide d_model={config.d_model} unless key_dim and value_dim are set",
+        )
     for field in ("dropout", "label_smoothing", "attention_dropout", "relu_dropout"):
         value = getattr(config, field)
         if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -219,8 +219,16 @@ def _validate(config):
 
 # -- presets -----------------------------------------------------------------------------------
 
-_BASE = dict(num_layers=6, d_model=512, d_ff=2048, num_heads=8, key_dim=64, value_dim=64,
-             dropout=0.1, label_smoothing=0.1)
+_BASE = dict(
+    num_layers=6,
+    d_model=512,
+    d_ff=2048,
+    num_heads=8,
+    key_dim=64,
+    value_dim=64,
+    dropout=0.1,
+    label_smoothing=0.1,
+)
 
 
 def _row(**changes):
@@ -247,19 +255,32 @@ PRESETS = {
     "E.learned": _row(positional="learned"),
     # Section 6.3: "a 4-layer transformer with d_model = 1024"; vocabulary 16K (WSJ only) or
     # 32K (semi-supervised).
-    "parsing_wsj": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128,
-                        vocab_size=16000),
-    "parsing_semi": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128,
-                         vocab_size=32000),
+    "parsing_wsj": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128, vocab_size=16000),
+    "parsing_semi": _row(num_layers=4, d_model=1024, key_dim=128, value_dim=128, vocab_size=32000),
 }
 
 # The paper's Table 3 "params x10^6" column; None where it is blank.
 TABLE3 = {
-    "base": 65, "A.h=1": None, "A.h=4": None, "A.h=16": None, "A.h=32": None,
-    "B.d_k=16": 58, "B.d_k=32": 60, "C.N=2": 36, "C.N=4": 50, "C.N=8": 80,
-    "C.d_model=256": 28, "C.d_model=1024": 168, "C.d_ff=1024": 53, "C.d_ff=4096": 90,
-    "D.P_drop=0.0": None, "D.P_drop=0.2": None, "D.eps_ls=0.0": None, "D.eps_ls=0.2": None,
-    "E.learned": None, "big": 213,
+    "base": 65,
+    "A.h=1": None,
+    "A.h=4": None,
+    "A.h=16": None,
+    "A.h=32": None,
+    "B.d_k=16": 58,
+    "B.d_k=32": 60,
+    "C.N=2": 36,
+    "C.N=4": 50,
+    "C.N=8": 80,
+    "C.d_model=256": 28,
+    "C.d_model=1024": 168,
+    "C.d_ff=1024": 53,
+    "C.d_ff=4096": 90,
+    "D.P_drop=0.0": None,
+    "D.P_drop=0.2": None,
+    "D.eps_ls=0.0": None,
+    "D.eps_ls=0.2": None,
+    "E.learned": None,
+    "big": 213,
 }
 
 # Subword vocabulary sizes of section 5.1.

@@ -13,6 +13,8 @@ class UserInputError(ValueError):
 def not_utf8_message(where, line_number, line, error):
     """What a `UnicodeDecodeError` in `line` (bytes; line `line_number` of `where`) means and
     how to fix it: the one wording of the corpus readers and the CLI's text input."""
-    return (f"{where} line {line_number} is not valid UTF-8 (byte 0x{line[error.start]:02x} at "
-            f"byte offset {error.start}); re-encode the file as UTF-8 (for example "
-            "`iconv -f latin1 -t utf-8`)")
+    return (
+        f"{where} line {line_number} is not valid UTF-8 (byte 0x{line[error.start]:02x} at "
+        f"byte offset {error.start}); re-encode the file as UTF-8 (for example "
+        "`iconv -f latin1 -t utf-8`)"
+    )

@@ -16,14 +16,15 @@ import dataclasses
 import json
 import re
 import time
-from typing import Optional
 
 import sacrebleu
 
 from keras_transformer.errors import UserInputError
 
-PAPER_BLEU_NOTE = ("paper-style tokenized BLEU (tensor2tensor get_ende_bleu: tokenized, "
-                   "compounds split with ##AT##); NOT comparable with sacreBLEU")
+PAPER_BLEU_NOTE = (
+    "paper-style tokenized BLEU (tensor2tensor get_ende_bleu: tokenized, "
+    "compounds split with ##AT##); NOT comparable with sacreBLEU"
+)
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -49,18 +50,20 @@ class EvaluationReport:
     chrf: float
     chrf_signature: str
     num_sentences: int
-    paper_bleu: Optional[float] = None
-    paper_bleu_note: Optional[str] = None
+    paper_bleu: float | None = None
+    paper_bleu_note: str | None = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
 
     def format(self):
         """The report as lines of text, signatures included."""
-        lines = [f"sacreBLEU: {self.bleu_details}",
-                 f"  signature: {self.bleu_signature}",
-                 f"chrF: {self.chrf:.2f}",
-                 f"  signature: {self.chrf_signature}"]
+        lines = [
+            f"sacreBLEU: {self.bleu_details}",
+            f"  signature: {self.bleu_signature}",
+            f"chrF: {self.chrf:.2f}",
+            f"  signature: {self.chrf_signature}",
+        ]
         if self.paper_bleu is not None:
             lines.append(f"{self.paper_bleu_note}: {self.paper_bleu:.2f}")
         return "\n".join(lines)
@@ -77,9 +80,11 @@ def _check_pairs(hypotheses, references):
         if len(reference_set) != len(hypotheses):
             raise UserInputError(
                 f"reference set {number} has {len(reference_set)} lines but there are "
-                f"{len(hypotheses)} hypotheses: the files must be line-aligned")
+                f"{len(hypotheses)} hypotheses: the files must be line-aligned"
+            )
     for name, lines in [("hypotheses", hypotheses)] + [
-            (f"references[{n}]", r) for n, r in enumerate(references)]:
+        (f"references[{n}]", r) for n, r in enumerate(references)
+    ]:
         for index, line in enumerate(lines):
             if not isinstance(line, str):
                 raise TypeError(f"{name}[{index}] is {type(line).__name__}, not str")
@@ -103,8 +108,10 @@ def _moses_tokenizer(language):
         tokenizer = sacrebleu.tokenizers.tokenizer_13a.Tokenizer13a()
         return tokenizer, "sacreBLEU 13a tokenizer (sacremoses is not installed)"
     moses = MosesTokenizer(lang=language)
-    return (lambda text: moses.tokenize(text, return_str=True, escape=True),
-            f"Moses tokenizer ({language}, sacremoses)")
+    return (
+        lambda text: moses.tokenize(text, return_str=True, escape=True),
+        f"Moses tokenizer ({language}, sacremoses)",
+    )
 
 
 def _tokenized_bleu(hypotheses, references, language, prepare):
@@ -117,7 +124,8 @@ def _tokenized_bleu(hypotheses, references, language, prepare):
     metric = sacrebleu.metrics.BLEU(tokenize="none", force=True, smooth_method="none")
     score = metric.corpus_score(
         [prepare(tokenize, h) for h in hypotheses],
-        [[prepare(tokenize, r) for r in rs] for rs in references])
+        [[prepare(tokenize, r) for r in rs] for rs in references],
+    )
     return score.score, tokenizer_name
 
 
@@ -137,8 +145,11 @@ def paper_bleu(hypotheses, references, language="de"):
     100.0
     """
     score, tokenizer_name = _tokenized_bleu(
-        hypotheses, references, language, lambda tokenize, text: split_compounds(
-            tokenize(text.strip())))
+        hypotheses,
+        references,
+        language,
+        lambda tokenize, text: split_compounds(tokenize(text.strip())),
+    )
     return score, f"{PAPER_BLEU_NOTE}; {tokenizer_name}"
 
 
@@ -158,14 +169,17 @@ def moses_lowercase_bleu(hypotheses, references, language="de"):
     100.0
     """
     score, tokenizer_name = _tokenized_bleu(
-        hypotheses, references, language,
-        lambda tokenize, text: tokenize(text.strip().lower()))
-    return score, (f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
-                   "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU")
+        hypotheses, references, language, lambda tokenize, text: tokenize(text.strip().lower())
+    )
+    return score, (
+        f"lower-cased, {tokenizer_name}, then sacreBLEU tokenize='none' "
+        "(multi-bleu.perl on tokenized text); not comparable with sacreBLEU"
+    )
 
 
-def evaluate(hypotheses, references, *, target_language=None, lowercase=False,
-             with_paper_bleu=False):
+def evaluate(
+    hypotheses, references, *, target_language=None, lowercase=False, with_paper_bleu=False
+):
     """sacreBLEU and chrF of `hypotheses` against `references` (and optionally paper BLEU).
 
     Args:
@@ -191,12 +205,17 @@ def evaluate(hypotheses, references, *, target_language=None, lowercase=False,
     chrf_metric = sacrebleu.metrics.CHRF(lowercase=lowercase)
     chrf = chrf_metric.corpus_score(hypotheses, references)
     report = EvaluationReport(
-        bleu=bleu.score, bleu_signature=str(bleu_metric.get_signature()),
-        bleu_details=str(bleu), chrf=chrf.score,
-        chrf_signature=str(chrf_metric.get_signature()), num_sentences=len(hypotheses))
+        bleu=bleu.score,
+        bleu_signature=str(bleu_metric.get_signature()),
+        bleu_details=str(bleu),
+        chrf=chrf.score,
+        chrf_signature=str(chrf_metric.get_signature()),
+        num_sentences=len(hypotheses),
+    )
     if with_paper_bleu:
         report.paper_bleu, report.paper_bleu_note = paper_bleu(
-            hypotheses, references, language=target_language or "de")
+            hypotheses, references, language=target_language or "de"
+        )
     return report
 
 
@@ -221,8 +240,12 @@ def translate_and_evaluate(translator, sources, references, **options):
 
 def headline_json(report, **extra):
     """One JSON line of the headline figures, for scripts and logs."""
-    figures = {"bleu": round(report.bleu, 2), "chrf": round(report.chrf, 2),
-               "bleu_signature": report.bleu_signature, "sentences": report.num_sentences}
+    figures = {
+        "bleu": round(report.bleu, 2),
+        "chrf": round(report.chrf, 2),
+        "bleu_signature": report.bleu_signature,
+        "sentences": report.num_sentences,
+    }
     if report.paper_bleu is not None:
         figures["paper_bleu_not_sacrebleu"] = round(report.paper_bleu, 2)
     figures.update(extra)

@@ -56,8 +56,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     1.3862943649291992
     """
 
-    def __init__(self, label_smoothing=0.1, pad_id=0, name="label_smoothed_cross_entropy",
-                 **kwargs):
+    def __init__(
+        self, label_smoothing=0.1, pad_id=0, name="label_smoothed_cross_entropy", **kwargs
+    ):
         # The mean over real tokens is computed here, so Keras must not reduce further.
         kwargs.setdefault("reduction", "sum")
         super().__init__(name=name, **kwargs)
@@ -77,8 +78,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
 
     def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing,
-                "pad_id": self.pad_id}
+        return {
+            **super().get_config(),
+            "label_smoothing": self.label_smoothing,
+            "pad_id": self.pad_id,
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -93,8 +97,9 @@ class MaskedTokenAccuracy(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int32")),
-                        "float32")
+        hits = ops.cast(
+            ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int32")), "float32"
+        )
         self.correct.assign_add(ops.sum(hits * weights))
         self.total.assign_add(ops.sum(weights))
 

@@ -46,8 +46,9 @@ class Transformer(keras.Model):
         # set before initialization (and properties) bypass Keras' tracking, as keras-hub's
         # Backbone does.
         if keras.config.backend() == "torch" and (
-                not hasattr(self, "_initialized")
-                or isinstance(getattr(type(self), name, None), property)):
+            not hasattr(self, "_initialized")
+            or isinstance(getattr(type(self), name, None), property)
+        ):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 
@@ -55,24 +56,39 @@ class Transformer(keras.Model):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         stack_args = dict(
-            num_layers=config.num_layers, num_heads=config.num_heads, key_dim=config.key_dim,
-            value_dim=config.value_dim, d_ff=config.d_ff, dropout=config.dropout,
-            attention_dropout=config.attention_dropout, relu_dropout=config.relu_dropout,
-            norm_position=config.norm_position, layer_norm_epsilon=config.layer_norm_epsilon,
-            positional=config.positional, max_length=config.max_length, dtype=dtype)
+            num_layers=config.num_layers,
+            num_heads=config.num_heads,
+            key_dim=config.key_dim,
+            value_dim=config.value_dim,
+            d_ff=config.d_ff,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            relu_dropout=config.relu_dropout,
+            norm_position=config.norm_position,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            positional=config.positional,
+            max_length=config.max_length,
+            dtype=dtype,
+        )
 
         # === Layers ===
         def embedding(name):
             return SharedEmbedding(config.vocab_size, config.d_model, dtype=dtype, name=name)
 
         # 3.4: one matrix for source embedding, target embedding and pre-softmax projection.
-        self.target_embedding = embedding("shared_embedding" if config.shared_embeddings == "all"
-                                          else "target_embedding")
-        self.source_embedding = (self.target_embedding if config.shared_embeddings == "all"
-                                 else embedding("source_embedding"))
-        self.output_projection = (embedding("output_projection")
-                                  if config.shared_embeddings == "none"
-                                  else self.target_embedding)
+        self.target_embedding = embedding(
+            "shared_embedding" if config.shared_embeddings == "all" else "target_embedding"
+        )
+        self.source_embedding = (
+            self.target_embedding
+            if config.shared_embeddings == "all"
+            else embedding("source_embedding")
+        )
+        self.output_projection = (
+            embedding("output_projection")
+            if config.shared_embeddings == "none"
+            else self.target_embedding
+        )
         self.encoder = TransformerEncoder(**stack_args, name="encoder")
         self.decoder = TransformerDecoder(**stack_args, name="decoder")
 
@@ -81,8 +97,12 @@ class Transformer(keras.Model):
         target_ids = keras.Input((None,), dtype="int32", name="target_ids")
         memory, memory_mask = self._encode(source_ids, config.pad_id, training=None)
         logits = self._decode(target_ids, memory, memory_mask, training=None)
-        super().__init__(inputs={"source_ids": source_ids, "target_ids": target_ids},
-                         outputs=logits, dtype=dtype, **kwargs)
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits,
+            dtype=dtype,
+            **kwargs,
+        )
 
         # === Config ===
         self.config = config
@@ -95,8 +115,9 @@ class Transformer(keras.Model):
     # The functional graph is traced before `self.config` exists, hence the explicit pad_id.
     def _encode(self, source_ids, pad_id, training):
         memory_mask = padding_mask(source_ids, pad_id)
-        memory = self.encoder(self.source_embedding(source_ids), attention_mask=memory_mask,
-                              training=training)
+        memory = self.encoder(
+            self.source_embedding(source_ids), attention_mask=memory_mask, training=training
+        )
         return memory, memory_mask
 
     def _decode(self, target_ids, memory, memory_mask, training):
@@ -107,8 +128,9 @@ class Transformer(keras.Model):
     def decoder_states(self, target_ids, memory, memory_mask, training=False):
         """The decoder stack's output `[batch, target_length, d_model]` (compute dtype), the
         input of the pre-softmax projection `output_projection(states, reverse=True)`."""
-        return self.decoder(self.target_embedding(target_ids), memory,
-                            memory_mask=memory_mask, training=training)
+        return self.decoder(
+            self.target_embedding(target_ids), memory, memory_mask=memory_mask, training=training
+        )
 
     def encode(self, source_ids, training=False):
         """Encoder output `[batch, source_length, d_model]` and the source padding mask."""
@@ -118,8 +140,9 @@ class Transformer(keras.Model):
         """Logits for every target position at once (teacher forcing)."""
         return self._decode(target_ids, memory, memory_mask, training)
 
-    def attention_weights(self, source_ids, target_ids=None, stack="encoder", kind="self",
-                          layer_index=-1):
+    def attention_weights(
+        self, source_ids, target_ids=None, stack="encoder", kind="self", layer_index=-1
+    ):
         """Attention weights of one attention sub-layer, as the paper's figures 3-5 draw them.
 
         Args:
@@ -152,13 +175,19 @@ class Transformer(keras.Model):
                 raise ValueError("the encoder has no cross-attention: use stack='decoder'")
             memory_mask = padding_mask(source_ids, self.config.pad_id)
             return self.encoder.self_attention_weights(
-                self.source_embedding(source_ids), memory_mask, layer_index)
+                self.source_embedding(source_ids), memory_mask, layer_index
+            )
         if target_ids is None:
-            raise ValueError("the decoder's attention weights need target_ids (the decoder "
-                             "input: bos, then the target)")
+            raise ValueError(
+                "the decoder's attention weights need target_ids (the decoder "
+                "input: bos, then the target)"
+            )
         memory, memory_mask = self.encode(source_ids)
-        weights = (self.decoder.self_attention_weights if kind == "self"
-                   else self.decoder.cross_attention_weights)
+        weights = (
+            self.decoder.self_attention_weights
+            if kind == "self"
+            else self.decoder.cross_attention_weights
+        )
         return weights(self.target_embedding(target_ids), memory, memory_mask, layer_index)
 
     def cross_attention_weights(self, source_ids, target_ids, layer_index=-1):
@@ -175,19 +204,30 @@ class Transformer(keras.Model):
     def decode_step(self, token_ids, memory_mask, cache, step):
         """Logits `[batch, vocab_size]` for the token after `token_ids` `[batch, 1]`, the
         token at position `step`, and the cache with that position written."""
-        hidden, cache = self.decoder(self.target_embedding(token_ids), memory_mask=memory_mask,
-                                     cache=cache, cache_update_index=step)
+        hidden, cache = self.decoder(
+            self.target_embedding(token_ids),
+            memory_mask=memory_mask,
+            cache=cache,
+            cache_update_index=step,
+        )
         logits = ops.cast(self.output_projection(hidden, reverse=True), "float32")
         return logits[:, -1, :], cache
 
     def get_config(self):
         dtype = self._dtype_argument
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": None if dtype is None else keras.dtype_policies.serialize(
-                    keras.dtype_policies.get(dtype)),
-                **({} if self.tokenizer is None else
-                   {"tokenizer": keras.saving.serialize_keras_object(self.tokenizer)})}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": None
+            if dtype is None
+            else keras.dtype_policies.serialize(keras.dtype_policies.get(dtype)),
+            **(
+                {}
+                if self.tokenizer is None
+                else {"tokenizer": keras.saving.serialize_keras_object(self.tokenizer)}
+            ),
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -51,8 +51,12 @@ class FusedAdam(keras.optimizers.Adam):
 
         scalars = self._scalars(dtype, learning_rate, handle(variable).device)
         tf.raw_ops.ResourceApplyAdam(
-            var=handle(variable), m=handle(momentum), v=handle(velocity),
-            grad=tf.cast(gradient, dtype), **scalars)
+            var=handle(variable),
+            m=handle(momentum),
+            v=handle(velocity),
+            grad=tf.cast(gradient, dtype),
+            **scalars,
+        )
 
     def _scalars(self, dtype, learning_rate, device):
         """The update's scalar inputs (beta powers, learning rate, ...), cast to `dtype`.
@@ -77,9 +81,14 @@ class FusedAdam(keras.optimizers.Adam):
         step = tf.cast(self.iterations + 1, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
-        scalars = {"beta1_power": tf.pow(beta_1, step), "beta2_power": tf.pow(beta_2, step),
-                   "lr": tf.cast(learning_rate, dtype), "beta1": beta_1, "beta2": beta_2,
-                   "epsilon": tf.cast(self.epsilon, dtype)}
+        scalars = {
+            "beta1_power": tf.pow(beta_1, step),
+            "beta2_power": tf.pow(beta_2, step),
+            "lr": tf.cast(learning_rate, dtype),
+            "beta1": beta_1,
+            "beta2": beta_2,
+            "epsilon": tf.cast(self.epsilon, dtype),
+        }
         if graph is not None:
             cache.scalars[key] = scalars
         return scalars
@@ -89,8 +98,10 @@ class FusedAdam(keras.optimizers.Adam):
             return False
         import tensorflow as tf
 
-        return (not isinstance(gradient, tf.IndexedSlices)
-                and keras.backend.standardize_dtype(variable.dtype) in _FUSED_DTYPES)
+        return (
+            not isinstance(gradient, tf.IndexedSlices)
+            and keras.backend.standardize_dtype(variable.dtype) in _FUSED_DTYPES
+        )
 
 
 class _ScalarCache:

@@ -36,13 +36,14 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step_num = ops.cast(step, "float32") + 1.0
-        return (self.scale * self.d_model ** -0.5
-                * ops.minimum(ops.power(step_num, -0.5),
-                              step_num * self.warmup_steps ** -1.5))
+        return (
+            self.scale
+            * self.d_model**-0.5
+            * ops.minimum(ops.power(step_num, -0.5), step_num * self.warmup_steps**-1.5)
+        )
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "scale": self.scale}
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -82,11 +83,14 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
     [0.5, 1.0, 0.5, 0.0]
     """
 
-    def __init__(self, d_model, warmup_steps, total_steps, scale=1.0, time_budget=None,
-                 elapsed=None):
+    def __init__(
+        self, d_model, warmup_steps, total_steps, scale=1.0, time_budget=None, elapsed=None
+    ):
         if not 0 < warmup_steps < total_steps:
-            raise ValueError(f"warmup_steps ({warmup_steps}) must be positive and below "
-                             f"total_steps ({total_steps})")
+            raise ValueError(
+                f"warmup_steps ({warmup_steps}) must be positive and below "
+                f"total_steps ({total_steps})"
+            )
         if time_budget is not None and not time_budget > 0:
             raise ValueError(f"time_budget must be positive seconds or None, got {time_budget}")
         self.d_model = d_model
@@ -110,17 +114,28 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
         return peak * ops.maximum(ops.minimum(rising, falling), 0.0)
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "total_steps": self.total_steps, "scale": self.scale,
-                "time_budget": self.time_budget}
+        return {
+            "d_model": self.d_model,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+            "scale": self.scale,
+            "time_budget": self.time_budget,
+        }
 
 
 # `schedule.decay` in a training config -> the schedule class.
 DECAYS = ("rsqrt", "linear")
 
 
-def build_schedule(d_model, warmup_steps=4000, scale=1.0, decay="rsqrt", total_steps=None,
-                   time_budget=None, elapsed=None):
+def build_schedule(
+    d_model,
+    warmup_steps=4000,
+    scale=1.0,
+    decay="rsqrt",
+    total_steps=None,
+    time_budget=None,
+    elapsed=None,
+):
     """The learning-rate schedule: `NoamSchedule` ("rsqrt", the paper's) or
     `LinearDecaySchedule` ("linear", to 0 at `total_steps` or at `time_budget` seconds of
     `elapsed`, whichever comes first)."""
@@ -129,13 +144,20 @@ def build_schedule(d_model, warmup_steps=4000, scale=1.0, decay="rsqrt", total_s
     if decay == "linear":
         if total_steps is None:
             raise ValueError("decay='linear' needs total_steps")
-        return LinearDecaySchedule(d_model, warmup_steps, total_steps, scale, time_budget,
-                                   elapsed)
+        return LinearDecaySchedule(d_model, warmup_steps, total_steps, scale, time_budget, elapsed)
     raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
 
 
-def build_optimizer(d_model, warmup_steps=4000, scale=1.0, decay="rsqrt", total_steps=None,
-                    time_budget=None, elapsed=None, **adam_kwargs):
+def build_optimizer(
+    d_model,
+    warmup_steps=4000,
+    scale=1.0,
+    decay="rsqrt",
+    total_steps=None,
+    time_budget=None,
+    elapsed=None,
+    **adam_kwargs,
+):
     """Adam with beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9 (5.3) on a `NoamSchedule`
     (`decay="linear"`: a `LinearDecaySchedule` to 0 at `total_steps`, or at `time_budget`
     seconds of `elapsed`).
@@ -150,6 +172,7 @@ def build_optimizer(d_model, warmup_steps=4000, scale=1.0, decay="rsqrt", total_
     """
     options = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     options.update(adam_kwargs)
-    schedule = build_schedule(d_model, warmup_steps, scale, decay, total_steps, time_budget,
-                              elapsed)
+    schedule = build_schedule(
+        d_model, warmup_steps, scale, decay, total_steps, time_budget, elapsed
+    )
     return FusedAdam(learning_rate=schedule, **options)

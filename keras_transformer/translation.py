@@ -32,11 +32,18 @@ import keras
 import numpy as np
 
 from keras_transformer.data.vocabulary import SubwordVocabulary, load_vocabulary
-from keras_transformer.decoding import (BeamSearch, EnsembleDecoder, as_decoder, greedy_search,
-                                        is_hypothesis, sample)
+from keras_transformer.decoding import (
+    BeamSearch,
+    EnsembleDecoder,
+    as_decoder,
+    greedy_search,
+    is_hypothesis,
+    sample,
+)
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
+
 # Run folders are defined (and their models found and loaded) in training.output_dir, which
 # imports without TensorFlow; the names stay importable from here.
 from keras_transformer.training.output_dir import find_model_files, load_model  # noqa: F401
@@ -113,19 +120,36 @@ class Translator:
     ['Ein kleiner Test.', 'Hallo.']
     """
 
-    def __init__(self, model, vocabulary, *, beam_size=4, alpha=0.6, max_extra_length=50,
-                 num_hypotheses=1, search="beam", top_k=0, temperature=1.0, seed=None,
-                 batch_size=32, on_too_long="truncate", compile=True,
-                 ensemble_combine="log_probs"):
+    def __init__(
+        self,
+        model,
+        vocabulary,
+        *,
+        beam_size=4,
+        alpha=0.6,
+        max_extra_length=50,
+        num_hypotheses=1,
+        search="beam",
+        top_k=0,
+        temperature=1.0,
+        seed=None,
+        batch_size=32,
+        on_too_long="truncate",
+        compile=True,
+        ensemble_combine="log_probs",
+    ):
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
         if on_too_long not in TOO_LONG_POLICIES:
-            raise ValueError(f"on_too_long must be one of {TOO_LONG_POLICIES}, got "
-                             f"{on_too_long!r}")
+            raise ValueError(f"on_too_long must be one of {TOO_LONG_POLICIES}, got {on_too_long!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        check_decoding_settings(beam_size=beam_size, alpha=alpha,
-                                max_extra_length=max_extra_length, num_hypotheses=num_hypotheses)
+        check_decoding_settings(
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            num_hypotheses=num_hypotheses,
+        )
         if search != "beam" and num_hypotheses != 1:
             raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
         if isinstance(model, (list, tuple)):
@@ -134,14 +158,16 @@ class Translator:
             self.decoder = as_decoder(model)
         self.model = model
         if isinstance(vocabulary, (str, bytes, os.PathLike)) or not (
-                hasattr(vocabulary, "encode") and hasattr(vocabulary, "decode")):
+            hasattr(vocabulary, "encode") and hasattr(vocabulary, "decode")
+        ):
             vocabulary = load_vocabulary(vocabulary)
         self.vocabulary = vocabulary  # a SubwordVocabulary, or a stand-in with encode/decode
         vocabulary_size = getattr(self.vocabulary, "size", None)
         if isinstance(vocabulary_size, int) and vocabulary_size > self.decoder.vocab_size:
             raise UserInputError(
                 f"the vocabulary has {vocabulary_size} pieces but the model only "
-                f"{self.decoder.vocab_size}: use the vocabulary the model was trained with")
+                f"{self.decoder.vocab_size}: use the vocabulary the model was trained with"
+            )
         self.search = search
         self.beam_search = BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)
         self.num_hypotheses = num_hypotheses  # the default n-best of `translate`
@@ -181,13 +207,15 @@ class Translator:
                 raise UserInputError(
                     f"{paths[0]!r} carries no vocabulary and has no vocab.model beside it; "
                     "pass the SentencePiece .model the model was trained with (--vocab / "
-                    "vocabulary=)")
+                    "vocabulary=)"
+                )
             (first_path, vocabulary), *others = [(p, load_vocabulary(v)) for p, v in found]
             for other_path, other in others:
                 if other != vocabulary:
                     raise UserInputError(
                         f"the ensemble's models have different vocabularies ({first_path!r} "
-                        f"and {other_path!r}); ensemble models trained with one vocabulary")
+                        f"and {other_path!r}); ensemble models trained with one vocabulary"
+                    )
         return cls(models if len(models) > 1 else models[0], vocabulary, **options)
 
     # -- input -----------------------------------------------------------------------------
@@ -199,29 +227,35 @@ class Translator:
         encoded = []
         for index, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"texts[{index}] is {type(text).__name__}, not str: "
-                                f"{text!r:.60}")
+                raise TypeError(f"texts[{index}] is {type(text).__name__}, not str: {text!r:.60}")
             if not text.strip():
                 encoded.append(None)
                 continue
             ids = list(self.vocabulary.encode(text))
             if len(ids) + 1 > self.max_source_length:
-                message = (f"texts[{index}] has {len(ids) + 1} tokens (eos included), more "
-                           f"than the model's maximum of {self.max_source_length}")
+                message = (
+                    f"texts[{index}] has {len(ids) + 1} tokens (eos included), more "
+                    f"than the model's maximum of {self.max_source_length}"
+                )
                 if self.on_too_long == "error":
                     raise UserInputError(message + "; shorten or split it")
-                warnings.warn(message + f"; its first {self.max_source_length - 1} tokens are "
-                              "translated", stacklevel=3)
-                ids = ids[:self.max_source_length - 1]
+                warnings.warn(
+                    message + f"; its first {self.max_source_length - 1} tokens are translated",
+                    stacklevel=3,
+                )
+                ids = ids[: self.max_source_length - 1]
             encoded.append(ids + [self.decoder.eos_id])
         return encoded
 
     def _batches(self, encoded):
         """Indices of the non-empty inputs, grouped by length (longest first)."""
-        order = sorted((i for i, ids in enumerate(encoded) if ids is not None),
-                       key=lambda i: -len(encoded[i]))
-        return [order[start:start + self.batch_size]
-                for start in range(0, len(order), self.batch_size)]
+        order = sorted(
+            (i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i])
+        )
+        return [
+            order[start : start + self.batch_size]
+            for start in range(0, len(order), self.batch_size)
+        ]
 
     def _source_batch(self, encoded, indices):
         longest = max(len(encoded[i]) for i in indices)
@@ -229,7 +263,7 @@ class Translator:
         width = min(width, self.max_source_length)
         batch = np.full((len(indices), width), self.decoder.pad_id, "int32")
         for row, i in enumerate(indices):
-            batch[row, :len(encoded[i])] = encoded[i]
+            batch[row, : len(encoded[i])] = encoded[i]
         return batch
 
     # -- search ----------------------------------------------------------------------------
@@ -238,8 +272,15 @@ class Translator:
         if self.search == "greedy":
             result = greedy_search(self.decoder, source_ids, self.max_extra_length, self.alpha)
         elif self.search == "sample":
-            result = sample(self.decoder, source_ids, self.top_k, self.temperature,
-                            self.max_extra_length, noise=noise, alpha=self.alpha)
+            result = sample(
+                self.decoder,
+                source_ids,
+                self.top_k,
+                self.temperature,
+                self.max_extra_length,
+                noise=noise,
+                alpha=self.alpha,
+            )
         else:
             result = self.beam_search(self.decoder, source_ids)
         return tuple(result)
@@ -259,8 +300,9 @@ class Translator:
         source_ids = np.asarray(source_ids, "int32")
         args = (source_ids,)
         if self.search == "sample":
-            _, buffer_length = max_output_lengths(source_ids, self.decoder.pad_id,
-                                                  self.max_extra_length, self.max_source_length)
+            _, buffer_length = max_output_lengths(
+                source_ids, self.decoder.pad_id, self.max_extra_length, self.max_source_length
+            )
             args += (self._rng.random((buffer_length, len(source_ids)), "float32"),)
         return tuple(np.asarray(keras.ops.convert_to_numpy(x)) for x in self._compiled(*args))
 
@@ -292,26 +334,35 @@ class Translator:
         check_decoding_settings(beam_size=self.beam_search.beam_size, num_hypotheses=n_best)
         if n_best != self.beam_search.num_hypotheses:
             if self.search != "beam" or n_best > self.beam_search.beam_size or n_best < 1:
-                raise ValueError(f"num_hypotheses must be in [1, beam_size="
-                                 f"{self.beam_search.beam_size}] with beam search, got "
-                                 f"{n_best!r}")
+                raise ValueError(
+                    f"num_hypotheses must be in [1, beam_size="
+                    f"{self.beam_search.beam_size}] with beam search, got "
+                    f"{n_best!r}"
+                )
             if n_best > self.beam_search.num_hypotheses:
                 # The compiled search returns only its own n-best: widen it (one retrace) so
                 # that a call asking for more hypotheses gets them, not silently fewer.
                 search = self.beam_search
-                self.beam_search = BeamSearch(search.beam_size, search.alpha,
-                                              search.max_extra_length, n_best,
-                                              search.min_length)
-                self._compiled = compile_search(self._search, self.decoder,
-                                                enabled=self._compile_enabled)
+                self.beam_search = BeamSearch(
+                    search.beam_size,
+                    search.alpha,
+                    search.max_extra_length,
+                    n_best,
+                    search.min_length,
+                )
+                self._compiled = compile_search(
+                    self._search, self.decoder, enabled=self._compile_enabled
+                )
         encoded = self._encode(texts)
         outputs = [[("", 0.0)] for _ in encoded]
         for indices in self._batches(encoded):
             ids, lengths, _, scores = self.translate_ids(self._source_batch(encoded, indices))
             for row, i in enumerate(indices):
-                outputs[i] = [(self._text(ids[row, j], lengths[row, j]), float(scores[row, j]))
-                              for j in range(min(n_best, scores.shape[1]))
-                              if is_hypothesis(scores[row, j])]
+                outputs[i] = [
+                    (self._text(ids[row, j], lengths[row, j]), float(scores[row, j]))
+                    for j in range(min(n_best, scores.shape[1]))
+                    if is_hypothesis(scores[row, j])
+                ]
         if n_best == 1:
             outputs = [hypotheses[0][0] for hypotheses in outputs]
         else:
@@ -321,8 +372,16 @@ class Translator:
     __call__ = translate
 
 
-def translate(texts, model, vocabulary=None, beam_size=4, alpha=0.6, max_extra_length=50,
-              num_hypotheses=1, **options):
+def translate(
+    texts,
+    model,
+    vocabulary=None,
+    beam_size=4,
+    alpha=0.6,
+    max_extra_length=50,
+    num_hypotheses=1,
+    **options,
+):
     """Translates `texts` with beam search (paper 6.1: beam 4, alpha 0.6, input length + 50).
 
     Args:
@@ -344,13 +403,20 @@ def translate(texts, model, vocabulary=None, beam_size=4, alpha=0.6, max_extra_l
     if isinstance(model, Translator):
         translator = model
     else:
-        settings = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
-                        num_hypotheses=max(num_hypotheses, 1), **options)
+        settings = dict(
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            num_hypotheses=max(num_hypotheses, 1),
+            **options,
+        )
         if isinstance(model, (str, os.PathLike)):
             translator = Translator.load(model, vocabulary=vocabulary, **settings)
         else:
             if vocabulary is None:
-                raise UserInputError("translate(model=<Transformer>) needs vocabulary=, the "
-                                     "SentencePiece .model the model was trained with")
+                raise UserInputError(
+                    "translate(model=<Transformer>) needs vocabulary=, the "
+                    "SentencePiece .model the model was trained with"
+                )
             translator = Translator(model, vocabulary, **settings)
     return translator.translate(texts, num_hypotheses=num_hypotheses)

@@ -27,21 +27,26 @@ def _as_heads(weights, heads):
     """`weights` as a float array `[heads, query, key]` and the 0-based heads to draw."""
     weights = np.asarray(weights, dtype="float32")
     if weights.ndim != 3:
-        raise ValueError(f"weights must be [heads, query_length, key_length] (one sentence), "
-                         f"got shape {weights.shape}")
+        raise ValueError(
+            f"weights must be [heads, query_length, key_length] (one sentence), "
+            f"got shape {weights.shape}"
+        )
     heads = list(range(weights.shape[0])) if heads is None else list(heads)
     for head in heads:
         if not 0 <= head < weights.shape[0]:
-            raise ValueError(f"head {head} is out of range: the weights have heads 0 .. "
-                             f"{weights.shape[0] - 1}")
+            raise ValueError(
+                f"head {head} is out of range: the weights have heads 0 .. {weights.shape[0] - 1}"
+            )
     return weights, heads
 
 
 def _check_tokens(weights, query_tokens, key_tokens):
     key_tokens = query_tokens if key_tokens is None else key_tokens
     if (len(query_tokens), len(key_tokens)) != weights.shape[1:]:
-        raise ValueError(f"{len(query_tokens)} query and {len(key_tokens)} key tokens do not "
-                         f"match weights of shape {weights.shape} [heads, query, key]")
+        raise ValueError(
+            f"{len(query_tokens)} query and {len(key_tokens)} key tokens do not "
+            f"match weights of shape {weights.shape} [heads, query, key]"
+        )
     return list(query_tokens), list(key_tokens)
 
 
@@ -62,8 +67,9 @@ def _save(figure, path):
     return figure
 
 
-def draw_attention_lines(weights, query_tokens, key_tokens=None, heads=None, query_index=None,
-                         title=None, path=None):
+def draw_attention_lines(
+    weights, query_tokens, key_tokens=None, heads=None, query_index=None, title=None, path=None
+):
     """The paper's figures 3-5: lines from query tokens (left) to key tokens (right).
 
     Each line is as opaque as its attention weight; each head has its own colour (the
@@ -95,8 +101,7 @@ def draw_attention_lines(weights, query_tokens, key_tokens=None, heads=None, que
     weights, heads = _as_heads(weights, heads)
     query_tokens, key_tokens = _check_tokens(weights, query_tokens, key_tokens)
     if query_index is not None and not 0 <= query_index < len(query_tokens):
-        raise ValueError(f"query_index {query_index} is out of range: 0 .. "
-                         f"{len(query_tokens) - 1}")
+        raise ValueError(f"query_index {query_index} is out of range: 0 .. {len(query_tokens) - 1}")
     queries = range(len(query_tokens)) if query_index is None else [query_index]
     rows = max(len(query_tokens), len(key_tokens))
     figure = Figure(figsize=(5.0, 1.4 + 0.28 * rows), layout="constrained")
@@ -112,25 +117,38 @@ def draw_attention_lines(weights, query_tokens, key_tokens=None, heads=None, que
         axis.add_collection(LineCollection(segments, colors=rgba, linewidths=2.0))
     for row, token in enumerate(query_tokens):
         bold = query_index is not None and row == query_index
-        axis.text(-0.03, row, token, ha="right", va="center", fontsize=9,
-                  fontweight="bold" if bold else "normal")
+        axis.text(
+            -0.03,
+            row,
+            token,
+            ha="right",
+            va="center",
+            fontsize=9,
+            fontweight="bold" if bold else "normal",
+        )
     for row, token in enumerate(key_tokens):
         axis.text(1.03, row, token, ha="left", va="center", fontsize=9)
     axis.set_xlim(-0.6, 1.6)
     axis.set_ylim(rows - 0.5, -0.5)  # first token on top
     axis.axis("off")
-    figure.legend(handles=[Line2D([], [], color=colours[h], linewidth=3, label=f"head {h + 1}")
-                           for h in heads],
-                  # Below the columns: at the upper right a long title ran into it.
-                  loc="outside lower center", ncols=min(len(heads), 4), fontsize=8,
-                  frameon=False)
+    figure.legend(
+        handles=[
+            Line2D([], [], color=colours[h], linewidth=3, label=f"head {h + 1}") for h in heads
+        ],
+        # Below the columns: at the upper right a long title ran into it.
+        loc="outside lower center",
+        ncols=min(len(heads), 4),
+        fontsize=8,
+        frameon=False,
+    )
     if title:
         figure.suptitle(title, fontsize=10)
     return _save(figure, path)
 
 
-def draw_attention_heatmaps(weights, query_tokens, key_tokens=None, heads=None, title=None,
-                            path=None, max_columns=4):
+def draw_attention_heatmaps(
+    weights, query_tokens, key_tokens=None, heads=None, title=None, path=None, max_columns=4
+):
     """One heat map per head, on one colour scale (0 to 1) shown by a colour bar.
 
     Args:
@@ -157,8 +175,9 @@ def draw_attention_heatmaps(weights, query_tokens, key_tokens=None, heads=None, 
     rows = math.ceil(len(heads) / columns)
     panel_width = 1.2 + 0.22 * len(key_tokens)
     panel_height = 1.2 + 0.22 * len(query_tokens)
-    figure = Figure(figsize=(columns * panel_width + 1.2, rows * panel_height + 0.6),
-                    layout="constrained")
+    figure = Figure(
+        figsize=(columns * panel_width + 1.2, rows * panel_height + 0.6), layout="constrained"
+    )
     axes = figure.subplots(rows, columns, squeeze=False)
     image = None
     for panel, axis in enumerate(axes.flat):
@@ -168,9 +187,11 @@ def draw_attention_heatmaps(weights, query_tokens, key_tokens=None, heads=None, 
         head = heads[panel]
         image = axis.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0)
         axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=8)
-        axis.set_yticks(range(len(query_tokens)),
-                        query_tokens if panel % columns == 0 else [""] * len(query_tokens),
-                        fontsize=8)
+        axis.set_yticks(
+            range(len(query_tokens)),
+            query_tokens if panel % columns == 0 else [""] * len(query_tokens),
+            fontsize=8,
+        )
         axis.set_title(f"head {head + 1}", fontsize=9)
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:

@@ -37,41 +37,74 @@ from keras_transformer.training import TrainingConfig, make_strategy, train  # n
 from keras_transformer.training.config import apply_overrides  # noqa: E402
 
 
-def multi30k_config(data_dir, target="de", output_dir="runs/multi30k", train_steps=8000,
-                    extension=".gz", precision="float32", replicas=1):
+def multi30k_config(
+    data_dir,
+    target="de",
+    output_dir="runs/multi30k",
+    train_steps=8000,
+    extension=".gz",
+    precision="float32",
+    replicas=1,
+):
     """The recipe as a `TrainingConfig` dict (edit it, or save it as YAML for the CLI).
 
     `data_dir` holds `{train,val}.{en,TARGET}EXTENSION`: the Multi30k folder itself, or the
     folder `prepare_corpus` writes. `replicas`: the devices training runs on (`main` gives the
     replicas of the "auto" strategy: every GPU, or one device); each gets an equal share of
     the 8192 tokens of an update."""
+
     def files(split):
-        return {"source": os.path.join(data_dir, f"{split}.en{extension}"),
-                "target": os.path.join(data_dir, f"{split}.{target}{extension}")}
+        return {
+            "source": os.path.join(data_dir, f"{split}.en{extension}"),
+            "target": os.path.join(data_dir, f"{split}.{target}{extension}"),
+        }
 
     return {
         "output_dir": output_dir,
         # "Transformer-tiny" of Wu et al. (2021), the strongest text-only Multi30k model they
         # report (41.02 BLEU on test2016): the paper's base model overfits 29000 pairs.
-        "model": {"preset": "base", "num_layers": 4, "d_model": 128, "d_ff": 256,
-                  "num_heads": 4, "key_dim": 32, "value_dim": 32, "dropout": 0.3,
-                  "max_length": 128},
-        "data": {"train": [files("train")], "dev": files("val"), "vocab": None,
-                 "vocab_size": 10000, "vocab_model_type": "bpe",
-                 "token_budget": 8192 // replicas,
-                 "max_length": 128, "shuffle_buffer": 30_000},
+        "model": {
+            "preset": "base",
+            "num_layers": 4,
+            "d_model": 128,
+            "d_ff": 256,
+            "num_heads": 4,
+            "key_dim": 32,
+            "value_dim": 32,
+            "dropout": 0.3,
+            "max_length": 128,
+        },
+        "data": {
+            "train": [files("train")],
+            "dev": files("val"),
+            "vocab": None,
+            "vocab_size": 10000,
+            "vocab_model_type": "bpe",
+            "token_budget": 8192 // replicas,
+            "max_length": 128,
+            "shuffle_buffer": 30_000,
+        },
         # Wu et al. train on two GPUs of 4096 tokens each, whose gradients fairseq sums into
         # one update of 8192: here one batch of 8192 on one device (two accumulated
         # micro-batches of 4096 were 8% slower on a CPU), split over the replicas on several
         # GPUs. Peak learning rate 0.005 at step 2000, then 1/sqrt(step), as their
         # inverse-sqrt schedule: 2.53 * 128^-0.5 * 2000^-0.5.
-        "schedule": {"train_steps": train_steps, "warmup_steps": 2000,
-                     "learning_rate_scale": 2.53, "tokens_per_update": 8192,
-                     "eval_every_steps": 1000, "log_every_steps": 100},
+        "schedule": {
+            "train_steps": train_steps,
+            "warmup_steps": 2000,
+            "learning_rate_scale": 2.53,
+            "tokens_per_update": 8192,
+            "eval_every_steps": 1000,
+            "log_every_steps": 100,
+        },
         # Average the last 10 checkpoints, 200 updates apart, as Wu et al. average their last
         # 10 (epoch) checkpoints.
-        "checkpoints": {"every_minutes": None, "every_steps": 200, "keep_last": 10,
-                        "average_last": 10},
+        "checkpoints": {
+            "every_minutes": None,
+            "every_steps": 200,
+            "keep_last": 10,
+            "average_last": 10,
+        },
         "precision": precision,
     }
 
@@ -128,7 +161,8 @@ def prepare_corpus(data_dir, output_dir, target, preprocessing):
             raise UserInputError(
                 f"{output_dir} was prepared with preprocessing {done!r}, not "
                 f"{preprocessing.name!r}; give another --output-dir, or the options it was "
-                "trained with")
+                "trained with"
+            )
         return folder
     os.makedirs(folder, exist_ok=True)
     for split in ("train", "val"):
@@ -143,55 +177,94 @@ def prepare_corpus(data_dir, output_dir, target, preprocessing):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None,
-                        help="the Multi30k folder (default: $KT_DATA_DIR/multi30k)")
-    parser.add_argument("--target", choices=["de", "fr"], default="de",
-                        help="target language (default: de)")
-    parser.add_argument("--output-dir", default=None,
-                        help="the run folder (default: runs/multi30k_en_TARGET)")
-    parser.add_argument("--train-steps", type=int, default=8000,
-                        help="optimizer updates (default: 8000)")
-    parser.add_argument("--test-set", default="test_2016_flickr",
-                        help="the split scored at the end (default: test_2016_flickr)")
-    parser.add_argument("--test-lines", type=int, default=None,
-                        help="score only the first N test lines (a smoke test; default: all)")
-    parser.add_argument("--cased", action="store_true",
-                        help="train on cased text and translate into cased text (default: "
-                             "lower-cased, as Wu et al.)")
-    parser.add_argument("--no-moses", action="store_true",
-                        help="give raw text to BPE instead of Moses-tokenized text")
-    parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"], default="float32",
-                        help="training numerics (default: float32); mixed_bfloat16 was 1.2-1.5x "
-                             "faster on a CPU with AVX512-BF16. Averaged weights and "
-                             "decoding stay float32.")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        dest="overrides", help="override a TrainingConfig key (repeatable)")
+    parser.add_argument(
+        "--data-dir", default=None, help="the Multi30k folder (default: $KT_DATA_DIR/multi30k)"
+    )
+    parser.add_argument(
+        "--target", choices=["de", "fr"], default="de", help="target language (default: de)"
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="the run folder (default: runs/multi30k_en_TARGET)"
+    )
+    parser.add_argument(
+        "--train-steps", type=int, default=8000, help="optimizer updates (default: 8000)"
+    )
+    parser.add_argument(
+        "--test-set",
+        default="test_2016_flickr",
+        help="the split scored at the end (default: test_2016_flickr)",
+    )
+    parser.add_argument(
+        "--test-lines",
+        type=int,
+        default=None,
+        help="score only the first N test lines (a smoke test; default: all)",
+    )
+    parser.add_argument(
+        "--cased",
+        action="store_true",
+        help="train on cased text and translate into cased text (default: "
+        "lower-cased, as Wu et al.)",
+    )
+    parser.add_argument(
+        "--no-moses",
+        action="store_true",
+        help="give raw text to BPE instead of Moses-tokenized text",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["float32", "mixed_bfloat16"],
+        default="float32",
+        help="training numerics (default: float32); mixed_bfloat16 was 1.2-1.5x "
+        "faster on a CPU with AVX512-BF16. Averaged weights and "
+        "decoding stay float32.",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a TrainingConfig key (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     data_dir = args.data_dir
     if data_dir is None:
         if not os.environ.get("KT_DATA_DIR"):
-            print("multi30k: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)",
-                  file=sys.stderr)
+            print(
+                "multi30k: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)",
+                file=sys.stderr,
+            )
             return 2
         data_dir = os.path.join(os.environ["KT_DATA_DIR"], "multi30k")
     output_dir = args.output_dir or f"runs/multi30k_en_{args.target}"
-    preprocessing = Preprocessing(lowercase=not args.cased, moses=not args.no_moses,
-                                  language=args.target)
+    preprocessing = Preprocessing(
+        lowercase=not args.cased, moses=not args.no_moses, language=args.target
+    )
     try:
         if preprocessing.name == "none":
             train_dir, extension = data_dir, ".gz"
         else:
-            train_dir, extension = prepare_corpus(data_dir, output_dir, args.target,
-                                                  preprocessing), ".txt"
-        values = multi30k_config(train_dir, args.target, output_dir, args.train_steps,
-                                 extension, args.precision,
-                                 replicas=make_strategy("auto").num_replicas_in_sync)
+            train_dir, extension = (
+                prepare_corpus(data_dir, output_dir, args.target, preprocessing),
+                ".txt",
+            )
+        values = multi30k_config(
+            train_dir,
+            args.target,
+            output_dir,
+            args.train_steps,
+            extension,
+            args.precision,
+            replicas=make_strategy("auto").num_replicas_in_sync,
+        )
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         result = train(config)
         print(result.summary())
-        figures = evaluate_test_set(config.output_dir, data_dir, args.target, args.test_set,
-                                    args.test_lines, preprocessing)
+        figures = evaluate_test_set(
+            config.output_dir, data_dir, args.target, args.test_set, args.test_lines, preprocessing
+        )
     except UserInputError as error:
         print(f"multi30k: error: {error}", file=sys.stderr)
         return 2
@@ -205,8 +278,9 @@ def _read_lines(path):
     return [line.decode("utf-8") for line in read_lines(path)]
 
 
-def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_flickr",
-                      lines=None, preprocessing=None):
+def evaluate_test_set(
+    output_dir, data_dir, target="de", test_set="test_2016_flickr", lines=None, preprocessing=None
+):
     """Translates the test set with the averaged model (beam 4, alpha 0.6, section 6.1) and
     scores it: sacreBLEU (with its signature; case-insensitive when the model was trained
     lower-cased), chrF, and the word-level BLEU on lower-cased Moses-tokenized text that the
@@ -225,22 +299,34 @@ def evaluate_test_set(output_dir, data_dir, target="de", test_set="test_2016_fli
     hypotheses = translator.translate([preprocessing(line, "en") for line in sources])
     seconds = time.perf_counter() - start
     hypotheses = [preprocessing.postprocess(line) for line in hypotheses]
-    report = evaluate(hypotheses, references, target_language=target,
-                      lowercase=preprocessing.lowercase)
+    report = evaluate(
+        hypotheses, references, target_language=target, lowercase=preprocessing.lowercase
+    )
     output = os.path.join(output_dir, f"{test_set}.{target}.hyp")
     with atomic_write(output) as file:  # a re-run never leaves a half-written file
         file.write("\n".join(hypotheses) + "\n")
     comparable, how = moses_lowercase_bleu(hypotheses, references, language=target)
-    print(f"{test_set} en-{target}, {len(sources)} sentences, beam 4, alpha 0.6, "
-          f"translated in {seconds:.1f} s; translations: {output}")
+    print(
+        f"{test_set} en-{target}, {len(sources)} sentences, beam 4, alpha 0.6, "
+        f"translated in {seconds:.1f} s; translations: {output}"
+    )
     print(report.format())
-    print(f"lower-cased tokenized BLEU, the Multi30k papers' figure (Wu et al. 2021, en-de: "
-          f"41.02): {comparable:.2f}  [{how}]")
-    return {"pipeline": "multi30k", "test_set": test_set, "target": target,
-            "bleu": round(report.bleu, 2), "bleu_signature": report.bleu_signature,
-            "chrf": round(report.chrf, 2), "moses_lowercase_bleu": round(comparable, 2),
-            "translate_seconds": round(seconds, 1), "sentences": len(sources),
-            "preprocessing": preprocessing.name}
+    print(
+        f"lower-cased tokenized BLEU, the Multi30k papers' figure (Wu et al. 2021, en-de: "
+        f"41.02): {comparable:.2f}  [{how}]"
+    )
+    return {
+        "pipeline": "multi30k",
+        "test_set": test_set,
+        "target": target,
+        "bleu": round(report.bleu, 2),
+        "bleu_signature": report.bleu_signature,
+        "chrf": round(report.chrf, 2),
+        "moses_lowercase_bleu": round(comparable, 2),
+        "translate_seconds": round(seconds, 1),
+        "sentences": len(sources),
+        "preprocessing": preprocessing.name,
+    }
 
 
 if __name__ == "__main__":

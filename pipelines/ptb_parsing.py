@@ -91,8 +91,16 @@ PAPER_SIZE = {
 # wsj+gum with d_model 384, took 1.7x as long per update and scored 83.89 against 84.59.
 # Nor deeper: with 6 layers (run 23) an update took 1.24x as long and the dev loss stalled
 # (3.44 at 2500 updates against 2.22 for 4 layers), so that run was stopped.
-CPU_SIZE = {"preset": "base", "num_layers": 4, "d_model": 256, "d_ff": 1024, "num_heads": 4,
-            "key_dim": 64, "value_dim": 64, "max_length": 1024}
+CPU_SIZE = {
+    "preset": "base",
+    "num_layers": 4,
+    "d_model": 256,
+    "d_ff": 1024,
+    "num_heads": 4,
+    "key_dim": 64,
+    "value_dim": 64,
+    "max_length": 1024,
+}
 # wsj+gum: dropout 0.1. With four times the trees, less regularization learns faster within
 # the 2 hours: parsing run 17 (benchmarks/README.md), the README command on the Zen 4 machine
 # with dropout 0.1, reached 84.03 dev F1 (dev loss 1.430 at 12993 updates) against 81.42 for
@@ -168,14 +176,18 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
     stamp = {"data": data, "linearizer": linearizer.to_dict(), "vocab_size": vocab_size}
     if phrases:  # only when on: folders prepared before the option existed still match
         stamp["phrases"] = True
-    sources = {"wsj": ("treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees"),
-               "gum": ("gum/gum_const.train.trees", None)}
+    sources = {
+        "wsj": ("treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees"),
+        "gum": ("gum/gum_const.train.trees", None),
+    }
     names = ["wsj"] + (["gum"] if data == "wsj+gum" else [])
     names += ["wsj_phrases"] if phrases else []
     dev_trees = read_preprocessed(os.path.join(data_dir, sources["wsj"][1]))
-    paths = {"train": [os.path.join(folder, f"{name}.train") for name in names],
-             "dev": os.path.join(folder, "wsj.dev"),
-             "vocab": os.path.join(folder, "parsing_vocab.model")}
+    paths = {
+        "train": [os.path.join(folder, f"{name}.train") for name in names],
+        "dev": os.path.join(folder, "wsj.dev"),
+        "vocab": os.path.join(folder, "parsing_vocab.model"),
+    }
     if os.path.exists(stamp_path):
         with open(stamp_path, encoding="utf-8") as file:
             done = json.load(file)
@@ -183,35 +195,54 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
         # option's default.
         done["linearizer"] = Linearizer.from_dict(done.get("linearizer", {})).to_dict()
         if done != stamp:
-            raise UserInputError(f"{output_dir} was prepared with {done}, not {stamp}; give "
-                                 "another --output-dir, or the options it was trained with")
+            raise UserInputError(
+                f"{output_dir} was prepared with {done}, not {stamp}; give "
+                "another --output-dir, or the options it was trained with"
+            )
     else:
         os.makedirs(folder, exist_ok=True)
         corpora = {}
         for name, prefix in zip(names, paths["train"]):
             if name == "wsj_phrases":  # from the WSJ trees read just before
-                corpora[name] = [phrase for tree in corpora["wsj"]
-                                 for phrase in phrase_subtrees(tree)]
+                corpora[name] = [
+                    phrase for tree in corpora["wsj"] for phrase in phrase_subtrees(tree)
+                ]
             else:
                 corpora[name] = read_preprocessed(os.path.join(data_dir, sources[name][0]))
             write_parallel(corpora[name], linearizer, prefix)
         write_parallel(dev_trees, linearizer, paths["dev"])
-        _, size = train_parsing_vocabulary([p + ".words" for p in paths["train"]],
-                                           [p + ".trees.lin" for p in paths["train"]],
-                                           paths["vocab"], vocab_size,
-                                           word_slots=linearizer.word_slots)
+        _, size = train_parsing_vocabulary(
+            [p + ".words" for p in paths["train"]],
+            [p + ".trees.lin" for p in paths["train"]],
+            paths["vocab"],
+            vocab_size,
+            word_slots=linearizer.word_slots,
+        )
         print(f"parsing vocabulary: {size} pieces ({paths['vocab']})")
         write_parsing_settings(output_dir, linearizer)
         with atomic_write(stamp_path) as file:
             json.dump(stamp, file, indent=2, sort_keys=True)
-    return {"train": [(p + ".words", p + ".trees.lin") for p in paths["train"]],
-            "train_names": names, "dev": (paths["dev"] + ".words", paths["dev"] + ".trees.lin"),
-            "vocab": paths["vocab"], "dev_trees": dev_trees}
+    return {
+        "train": [(p + ".words", p + ".trees.lin") for p in paths["train"]],
+        "train_names": names,
+        "dev": (paths["dev"] + ".words", paths["dev"] + ".trees.lin"),
+        "vocab": paths["vocab"],
+        "dev_trees": dev_trees,
+    }
 
 
-def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
-                   gum_weight=1.0, precision="float32", phrase_weight=1.0,
-                   max_train_minutes="default", decay=None):
+def parsing_config(
+    corpus,
+    output_dir,
+    data="wsj",
+    cpu=False,
+    train_steps=None,
+    gum_weight=1.0,
+    precision="float32",
+    phrase_weight=1.0,
+    max_train_minutes="default",
+    decay=None,
+):
     """The recipe as a `TrainingConfig` dict (sampling weights: WSJ 1.0, GUM `gum_weight`,
     the WSJ phrases `phrase_weight`; `max_train_minutes`: "default" is `CPU_TRAIN_MINUTES`
     with `cpu`, else no limit; None: no limit; `decay`: None is `CPU_DECAY` with `cpu`,
@@ -219,40 +250,63 @@ def parsing_config(corpus, output_dir, data="wsj", cpu=False, train_steps=None,
     if max_train_minutes == "default":
         max_train_minutes = CPU_TRAIN_MINUTES if cpu else None
     decay = decay or (CPU_DECAY[data] if cpu else "rsqrt")
-    model = (dict(CPU_SIZE, dropout=CPU_DROPOUT[data],
-                  attention_dropout=CPU_ATTENTION_DROPOUT[data])
-             if cpu else dict(PAPER_SIZE[data]))
+    model = (
+        dict(CPU_SIZE, dropout=CPU_DROPOUT[data], attention_dropout=CPU_ATTENTION_DROPOUT[data])
+        if cpu
+        else dict(PAPER_SIZE[data])
+    )
     weights = {"wsj": 1.0, "gum": gum_weight, "wsj_phrases": phrase_weight}
-    train = [{"source": s, "target": t, "weight": weights[name]}
-             for name, (s, t) in zip(corpus["train_names"], corpus["train"])]
+    train = [
+        {"source": s, "target": t, "weight": weights[name]}
+        for name, (s, t) in zip(corpus["train_names"], corpus["train"])
+    ]
     if cpu:
         # CPU_LEARNING_RATE_SCALE: at 1.0 (0.002-0.0026 with these small updates) the first
         # WSJ runs' decoders ignored the source entirely (benchmarks/README.md, runs 1-2).
         # Small updates: 3396 trees are about 170 updates of 2048 tokens, so 18000 updates
         # are some 100 epochs, and with dropout 0.2 and label smoothing the dev loss still
         # falls at the end (CPU_TRAIN_STEPS).
-        schedule = {"train_steps": train_steps or CPU_TRAIN_STEPS[data], "warmup_steps": 500,
-                    "learning_rate_scale": CPU_LEARNING_RATE_SCALE[data], "decay": decay,
-                    "tokens_per_update": 2048,
-                    "eval_every_steps": 500, "log_every_steps": 50,
-                    "max_train_minutes": max_train_minutes}
-        checkpoints = {"every_minutes": None, "every_steps": 500, "keep_last": 20,
-                       "average_last": 20, "average_last_fraction": CPU_AVERAGE_FRACTION}
+        schedule = {
+            "train_steps": train_steps or CPU_TRAIN_STEPS[data],
+            "warmup_steps": 500,
+            "learning_rate_scale": CPU_LEARNING_RATE_SCALE[data],
+            "decay": decay,
+            "tokens_per_update": 2048,
+            "eval_every_steps": 500,
+            "log_every_steps": 50,
+            "max_train_minutes": max_train_minutes,
+        }
+        checkpoints = {
+            "every_minutes": None,
+            "every_steps": 500,
+            "keep_last": 20,
+            "average_last": 20,
+            "average_last_fraction": CPU_AVERAGE_FRACTION,
+        }
     else:
-        schedule = {"train_steps": train_steps or 20000, "warmup_steps": 4000,
-                    "decay": decay, "tokens_per_update": 25000, "eval_every_steps": 1000,
-                    "log_every_steps": 100, "max_train_minutes": max_train_minutes}
+        schedule = {
+            "train_steps": train_steps or 20000,
+            "warmup_steps": 4000,
+            "decay": decay,
+            "tokens_per_update": 25000,
+            "eval_every_steps": 1000,
+            "log_every_steps": 100,
+            "max_train_minutes": max_train_minutes,
+        }
         checkpoints = {"every_minutes": 10.0, "keep_last": 5, "average_last": 5}
     return {
         "output_dir": output_dir,
         "model": model,
         # Outputs are about 2.6 tokens per word: 512 pieces keep every WSJ sample tree but the
         # longest (249 words).
-        "data": {"train": train, "dev": {"source": corpus["dev"][0],
-                                         "target": corpus["dev"][1]},
-                 "vocab": corpus["vocab"], "token_budget": 2048 if cpu else 4096,
-                 "max_length": 512,
-                 "shuffle_buffer": 20_000},
+        "data": {
+            "train": train,
+            "dev": {"source": corpus["dev"][0], "target": corpus["dev"][1]},
+            "vocab": corpus["vocab"],
+            "token_budget": 2048 if cpu else 4096,
+            "max_length": 512,
+            "shuffle_buffer": 20_000,
+        },
         "schedule": schedule,
         "checkpoints": checkpoints,
         "precision": precision,
@@ -277,18 +331,30 @@ def score_parses(gold, parsed):
     figures = {}
     if not filled:
         with_gold, _ = with_gold_tags(gold, parsed, replace_predicted=True)
-        comparable = evaluate(gold_lines, [str(tree) for tree in with_gold],
-                              tags_predicted=False).all
+        comparable = evaluate(
+            gold_lines, [str(tree) for tree in with_gold], tags_predicted=False
+        ).all
         figures["gold_tags"] = {
-            "f1": round(comparable.f1, 2), "precision": round(comparable.precision, 2),
+            "f1": round(comparable.f1, 2),
+            "precision": round(comparable.precision, 2),
             "recall": round(comparable.recall, 2),
-            "error_sentences": comparable.error_sentences}
+            "error_sentences": comparable.error_sentences,
+        }
     return report, scored, figures
 
 
-def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
-                 max_extra_length=300, lines=None, batch_size=32, constrained=True,
-                 opening_penalty=0.0):
+def evaluate_dev(
+    output_dir,
+    dev_trees,
+    linearizer,
+    beam_size=21,
+    alpha=0.3,
+    max_extra_length=300,
+    lines=None,
+    batch_size=32,
+    constrained=True,
+    opening_penalty=0.0,
+):
     """Parses the dev set with the averaged model and scores it (EVALB, COLLINS.prm).
 
     The opening penalty used goes into the run's `parsing.json`, so that `parse(model=RUN)`
@@ -303,115 +369,214 @@ def evaluate_dev(output_dir, dev_trees, linearizer, beam_size=21, alpha=0.3,
     gold = dev_trees[:lines]
     if not constrained:
         opening_penalty = 0.0  # the free search has no constrained step to apply it in
-    parser = Parser.load(output_dir, beam_size=beam_size, alpha=alpha,
-                         max_extra_length=max_extra_length, linearizer=linearizer,
-                         batch_size=batch_size, constrained=constrained,
-                         opening_penalty=opening_penalty)
+    parser = Parser.load(
+        output_dir,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+        linearizer=linearizer,
+        batch_size=batch_size,
+        constrained=constrained,
+        opening_penalty=opening_penalty,
+    )
     write_parsing_settings(output_dir, linearizer, opening_penalty)
     start = time.perf_counter()
     parsed = parser.parse([tree.leaves() for tree in gold])
     seconds = time.perf_counter() - start
     report, scored, figures = score_parses(gold, parsed)
-    for name, trees in (("dev.parsed.trees", parsed), ("dev.scored.trees", scored),
-                        ("dev.gold.trees", gold)):
+    for name, trees in (
+        ("dev.parsed.trees", parsed),
+        ("dev.scored.trees", scored),
+        ("dev.gold.trees", gold),
+    ):
         with atomic_write(os.path.join(output_dir, name)) as file:
             file.writelines(str(tree) + "\n" for tree in trees)
-    figures.update({"sentences": len(gold), "parse_seconds": round(seconds, 1),
-                    "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
-                    "repaired": parser.last_repaired, "repairs": dict(parser.last_repairs),
-                    "beam_size": beam_size, "alpha": alpha,
-                    "max_extra_length": max_extra_length, "constrained": constrained,
-                    "opening_penalty": opening_penalty})
+    figures.update(
+        {
+            "sentences": len(gold),
+            "parse_seconds": round(seconds, 1),
+            "sentences_per_second": round(len(gold) / max(seconds, 1e-9), 2),
+            "repaired": parser.last_repaired,
+            "repairs": dict(parser.last_repairs),
+            "beam_size": beam_size,
+            "alpha": alpha,
+            "max_extra_length": max_extra_length,
+            "constrained": constrained,
+            "opening_penalty": opening_penalty,
+        }
+    )
     return report, figures
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", choices=["wsj", "wsj+gum"], default="wsj",
-                        help="wsj: the gold WSJ sample only; wsj+gum: plus the GUM silver "
-                             "trees (the semi-supervised analogue)")
-    parser.add_argument("--cpu", action="store_true",
-                        help="the model sized for 2 CPU cores and 2 hours, the 2 hours with "
-                             "--precision mixed_bfloat16 on a CPU with AVX512-BF16 (default: "
-                             "the paper's parsing_wsj / parsing_semi)")
-    parser.add_argument("--data-dir", default=None,
-                        help="the shared data folder (default: $KT_DATA_DIR)")
+    parser.add_argument(
+        "--data",
+        choices=["wsj", "wsj+gum"],
+        default="wsj",
+        help="wsj: the gold WSJ sample only; wsj+gum: plus the GUM silver "
+        "trees (the semi-supervised analogue)",
+    )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the model sized for 2 CPU cores and 2 hours, the 2 hours with "
+        "--precision mixed_bfloat16 on a CPU with AVX512-BF16 (default: "
+        "the paper's parsing_wsj / parsing_semi)",
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="the shared data folder (default: $KT_DATA_DIR)"
+    )
     parser.add_argument("--output-dir", default=None, help="the run folder")
-    parser.add_argument("--train-steps", type=int, default=None,
-                        help="optimizer updates (default: 20000; --cpu: "
-                             f"{CPU_TRAIN_STEPS['wsj']} wsj, {CPU_TRAIN_STEPS['wsj+gum']} "
-                             "wsj+gum)")
-    parser.add_argument("--max-train-minutes", type=float, default=None, metavar="MINUTES",
-                        help="stop training after this many minutes (over all starts of the "
-                             "run), at whatever step it reached, and go on to averaging and "
-                             f"parsing (default: --cpu {CPU_TRAIN_MINUTES:g}, the recipe's "
-                             "budget on any machine; otherwise none; 0: none)")
-    parser.add_argument("--decay", choices=["rsqrt", "linear"], default=None,
-                        help="the learning rate after the warmup: the paper's inverse square "
-                             "root, or linearly to 0 at the last update or the time limit "
-                             "(default: --cpu " + ", ".join(f"{d} {CPU_DECAY[d]}" for d in
-                                                          CPU_DECAY) + "; otherwise rsqrt)")
-    parser.add_argument("--vocab-size", type=int, default=None,
-                        help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
-                             f"{CPU_VOCAB_SIZE['wsj']} wsj, {CPU_VOCAB_SIZE['wsj+gum']} "
-                             "wsj+gum)")
-    parser.add_argument("--gum-weight", type=float, default=1.0,
-                        help="sampling weight of the GUM trees against WSJ's 1.0")
-    parser.add_argument("--phrases", type=float, default=0.0, metavar="WEIGHT",
-                        help="also train on every phrase of the WSJ training trees as an "
-                             "example of its own, sampled with this weight against WSJ's 1.0 "
-                             "(gold data only; default 0: off)")
-    parser.add_argument("--pos-tags", action="store_true",
-                        help="word slots are POS tags (default: XX, as Vinyals et al.)")
-    parser.add_argument("--word-slots", action="store_true",
-                        help="word slots are the words themselves, copied by the decoder "
-                             "(default: XX, as Vinyals et al.)")
-    parser.add_argument("--no-closing-labels", action="store_true",
-                        help="close constituents with a bare ')' (default: ')NP')")
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=None,
+        help="optimizer updates (default: 20000; --cpu: "
+        f"{CPU_TRAIN_STEPS['wsj']} wsj, {CPU_TRAIN_STEPS['wsj+gum']} "
+        "wsj+gum)",
+    )
+    parser.add_argument(
+        "--max-train-minutes",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="stop training after this many minutes (over all starts of the "
+        "run), at whatever step it reached, and go on to averaging and "
+        f"parsing (default: --cpu {CPU_TRAIN_MINUTES:g}, the recipe's "
+        "budget on any machine; otherwise none; 0: none)",
+    )
+    parser.add_argument(
+        "--decay",
+        choices=["rsqrt", "linear"],
+        default=None,
+        help="the learning rate after the warmup: the paper's inverse square "
+        "root, or linearly to 0 at the last update or the time limit "
+        "(default: --cpu "
+        + ", ".join(f"{d} {CPU_DECAY[d]}" for d in CPU_DECAY)
+        + "; otherwise rsqrt)",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
+        f"{CPU_VOCAB_SIZE['wsj']} wsj, {CPU_VOCAB_SIZE['wsj+gum']} "
+        "wsj+gum)",
+    )
+    parser.add_argument(
+        "--gum-weight",
+        type=float,
+        default=1.0,
+        help="sampling weight of the GUM trees against WSJ's 1.0",
+    )
+    parser.add_argument(
+        "--phrases",
+        type=float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="also train on every phrase of the WSJ training trees as an "
+        "example of its own, sampled with this weight against WSJ's 1.0 "
+        "(gold data only; default 0: off)",
+    )
+    parser.add_argument(
+        "--pos-tags",
+        action="store_true",
+        help="word slots are POS tags (default: XX, as Vinyals et al.)",
+    )
+    parser.add_argument(
+        "--word-slots",
+        action="store_true",
+        help="word slots are the words themselves, copied by the decoder "
+        "(default: XX, as Vinyals et al.)",
+    )
+    parser.add_argument(
+        "--no-closing-labels",
+        action="store_true",
+        help="close constituents with a bare ')' (default: ')NP')",
+    )
     parser.add_argument("--beam-size", type=int, default=21, help="default: 21 (paper 6.3)")
     parser.add_argument("--alpha", type=float, default=0.3, help="default: 0.3 (paper 6.3)")
-    parser.add_argument("--max-extra-length", type=int, default=300,
-                        help="output length cap = input + this; default: 300 (paper 6.3)")
-    parser.add_argument("--unconstrained", action="store_true",
-                        help="search freely and repair malformed outputs afterwards, as "
-                             "Vinyals et al. (default: search only well-formed trees over "
-                             "the input words)")
-    parser.add_argument("--opening-penalty", type=float, default=0.0, metavar="NATS",
-                        help="subtracted from each opening bracket's log-probability in the "
-                             "constrained search, for a model that over-brackets (default: 0; "
-                             "recorded in parsing.json for parse)")
-    parser.add_argument("--dev-lines", type=int, default=None,
-                        help="parse only the first N dev trees (a smoke test; default: all)")
-    parser.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
-                        default="float32", help="training numerics (default: float32)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        dest="overrides", help="override a TrainingConfig key (repeatable)")
+    parser.add_argument(
+        "--max-extra-length",
+        type=int,
+        default=300,
+        help="output length cap = input + this; default: 300 (paper 6.3)",
+    )
+    parser.add_argument(
+        "--unconstrained",
+        action="store_true",
+        help="search freely and repair malformed outputs afterwards, as "
+        "Vinyals et al. (default: search only well-formed trees over "
+        "the input words)",
+    )
+    parser.add_argument(
+        "--opening-penalty",
+        type=float,
+        default=0.0,
+        metavar="NATS",
+        help="subtracted from each opening bracket's log-probability in the "
+        "constrained search, for a model that over-brackets (default: 0; "
+        "recorded in parsing.json for parse)",
+    )
+    parser.add_argument(
+        "--dev-lines",
+        type=int,
+        default=None,
+        help="parse only the first N dev trees (a smoke test; default: all)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["float32", "mixed_bfloat16"],
+        default="float32",
+        help="training numerics (default: float32)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a TrainingConfig key (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     data_dir = args.data_dir or os.environ.get("KT_DATA_DIR")
     if not data_dir:
-        print("ptb_parsing: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)",
-              file=sys.stderr)
+        print(
+            "ptb_parsing: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)", file=sys.stderr
+        )
         return 2
     name = args.data.replace("+", "_")
     output_dir = args.output_dir or f"runs/ptb_parsing_{name}{'_cpu' if args.cpu else ''}"
     if args.pos_tags and args.word_slots:
-        print("ptb_parsing: --pos-tags and --word-slots both fill the word slots: give one",
-              file=sys.stderr)
+        print(
+            "ptb_parsing: --pos-tags and --word-slots both fill the word slots: give one",
+            file=sys.stderr,
+        )
         return 2
-    linearizer = Linearizer(pos_tags=args.pos_tags, closing_labels=not args.no_closing_labels,
-                            word_slots=args.word_slots)
+    linearizer = Linearizer(
+        pos_tags=args.pos_tags,
+        closing_labels=not args.no_closing_labels,
+        word_slots=args.word_slots,
+    )
     opening_penalty = args.opening_penalty
     if not math.isfinite(opening_penalty):
-        print(f"ptb_parsing: --opening-penalty must be a finite number, got {opening_penalty}",
-              file=sys.stderr)
+        print(
+            f"ptb_parsing: --opening-penalty must be a finite number, got {opening_penalty}",
+            file=sys.stderr,
+        )
         return 2
     if args.unconstrained and opening_penalty:
-        print("ptb_parsing: --opening-penalty applies to the constrained search: drop "
-              "--unconstrained or --opening-penalty", file=sys.stderr)
+        print(
+            "ptb_parsing: --opening-penalty applies to the constrained search: drop "
+            "--unconstrained or --opening-penalty",
+            file=sys.stderr,
+        )
         return 2
-    vocab_size = args.vocab_size or (CPU_VOCAB_SIZE[args.data] if args.cpu else
-                                     {"wsj": 16000, "wsj+gum": 32000}[args.data])
+    vocab_size = args.vocab_size or (
+        CPU_VOCAB_SIZE[args.data] if args.cpu else {"wsj": 16000, "wsj+gum": 32000}[args.data]
+    )
     try:
         from keras_transformer.training import TrainingConfig, train
         from keras_transformer.training.config import apply_overrides
@@ -420,45 +585,75 @@ def main(argv=None):
             raise UserInputError(f"--phrases {args.phrases}: a sampling weight is >= 0")
         max_minutes = args.max_train_minutes
         if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes >= 0):
-            raise UserInputError(f"--max-train-minutes {max_minutes}: give minutes > 0, or 0 "
-                                 "for no limit")
+            raise UserInputError(
+                f"--max-train-minutes {max_minutes}: give minutes > 0, or 0 for no limit"
+            )
         max_minutes = "default" if max_minutes is None else (max_minutes or None)
-        corpus = prepare_corpus(data_dir, output_dir, args.data, linearizer, vocab_size,
-                                phrases=args.phrases > 0)
-        values = parsing_config(corpus, output_dir, args.data, args.cpu, args.train_steps,
-                                args.gum_weight, args.precision, args.phrases, max_minutes,
-                                args.decay)
+        corpus = prepare_corpus(
+            data_dir, output_dir, args.data, linearizer, vocab_size, phrases=args.phrases > 0
+        )
+        values = parsing_config(
+            corpus,
+            output_dir,
+            args.data,
+            args.cpu,
+            args.train_steps,
+            args.gum_weight,
+            args.precision,
+            args.phrases,
+            max_minutes,
+            args.decay,
+        )
         config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         started = time.perf_counter()
         result = train(config)
         train_seconds = time.perf_counter() - started
         print(result.summary())
-        report, figures = evaluate_dev(output_dir, corpus["dev_trees"], linearizer,
-                                       args.beam_size, args.alpha, args.max_extra_length,
-                                       args.dev_lines, constrained=not args.unconstrained,
-                                       opening_penalty=opening_penalty)
+        report, figures = evaluate_dev(
+            output_dir,
+            corpus["dev_trees"],
+            linearizer,
+            args.beam_size,
+            args.alpha,
+            args.max_extra_length,
+            args.dev_lines,
+            constrained=not args.unconstrained,
+            opening_penalty=opening_penalty,
+        )
     except UserInputError as error:
         print(f"ptb_parsing: error: {error}", file=sys.stderr)
         return 2
-    print(f"wsj_sample.dev, {figures['sentences']} sentences, beam {args.beam_size}, alpha "
-          f"{args.alpha}, opening penalty {figures['opening_penalty']}: parsed in "
-          f"{figures['parse_seconds']} s "
-          f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
-          f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees")
+    print(
+        f"wsj_sample.dev, {figures['sentences']} sentences, beam {args.beam_size}, alpha "
+        f"{args.alpha}, opening penalty {figures['opening_penalty']}: parsed in "
+        f"{figures['parse_seconds']} s "
+        f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
+        f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees"
+    )
     print(report.format())
     if "gold_tags" in figures:
         comparable = figures["gold_tags"]
-        print(f"Scored with the gold tags in, as XX and word slots are (bracket F1 over every "
-              f"sentence): F1 {comparable['f1']} (P {comparable['precision']} / R "
-              f"{comparable['recall']}), error sentences {comparable['error_sentences']}")
-    print(report.to_json(pipeline="ptb_parsing", data=args.data, cpu=args.cpu,
-                         step=result.step, train_steps=config.schedule.train_steps,
-                         decay=config.schedule.decay,
-                         stopped_by_time=result.stopped_by_time,
-                         train_seconds=round(result.train_seconds, 1),
-                         train_seconds_this_call=round(train_seconds, 1),
-                         phrases=args.phrases,
-                         linearizer=linearizer.to_dict(), **figures))
+        print(
+            f"Scored with the gold tags in, as XX and word slots are (bracket F1 over every "
+            f"sentence): F1 {comparable['f1']} (P {comparable['precision']} / R "
+            f"{comparable['recall']}), error sentences {comparable['error_sentences']}"
+        )
+    print(
+        report.to_json(
+            pipeline="ptb_parsing",
+            data=args.data,
+            cpu=args.cpu,
+            step=result.step,
+            train_steps=config.schedule.train_steps,
+            decay=config.schedule.decay,
+            stopped_by_time=result.stopped_by_time,
+            train_seconds=round(result.train_seconds, 1),
+            train_seconds_this_call=round(train_seconds, 1),
+            phrases=args.phrases,
+            linearizer=linearizer.to_dict(),
+            **figures,
+        )
+    )
     return 0
 
 

@@ -33,18 +33,25 @@ RECIPES = {  # preset -> (train_steps, checkpoints averaged), paper 5.2 and 6.1
 }
 
 
-def wmt14_config(args, source="en", target="de", tfds_name="wmt14_translate/de-en",
-                 vocab_size=37000, vocab_model_type="bpe", recipes=RECIPES):
+def wmt14_config(
+    args,
+    source="en",
+    target="de",
+    tfds_name="wmt14_translate/de-en",
+    vocab_size=37000,
+    vocab_model_type="bpe",
+    recipes=RECIPES,
+):
     """The paper's recipe as a `TrainingConfig` dict, from the parsed command line."""
     train_steps, average_last = recipes[args.preset]
     if args.train_source:
         if len(args.train_source) != len(args.train_target or []):
             raise UserInputError("give one --train-target per --train-source")
-        train_corpora = [{"source": s, "target": t}
-                         for s, t in zip(args.train_source, args.train_target)]
+        train_corpora = [
+            {"source": s, "target": t} for s, t in zip(args.train_source, args.train_target)
+        ]
     else:
-        train_corpora = [{"tfds": tfds_name, "source": source, "target": target,
-                          "split": "train"}]
+        train_corpora = [{"tfds": tfds_name, "source": source, "target": target, "split": "train"}]
     dev = None
     dev_source, dev_target = args.dev_source, args.dev_target
     if dev_source is None and os.environ.get("KT_DATA_DIR"):
@@ -56,14 +63,27 @@ def wmt14_config(args, source="en", target="de", tfds_name="wmt14_translate/de-e
     return {
         "output_dir": args.output_dir or f"runs/wmt14_{source}_{target}_{args.preset}",
         "model": {"preset": args.preset, "max_length": 256},
-        "data": {"train": train_corpora, "dev": dev, "vocab": args.vocab,
-                 "vocab_size": vocab_size, "vocab_model_type": vocab_model_type,
-                 "token_budget": args.token_budget, "max_length": 256},
-        "schedule": {"train_steps": train_steps, "warmup_steps": 4000,
-                     "tokens_per_update": 25_000, "eval_every_steps": 1000,
-                     "log_every_steps": 100},
-        "checkpoints": {"every_minutes": 10.0, "keep_last": average_last,
-                        "average_last": average_last},
+        "data": {
+            "train": train_corpora,
+            "dev": dev,
+            "vocab": args.vocab,
+            "vocab_size": vocab_size,
+            "vocab_model_type": vocab_model_type,
+            "token_budget": args.token_budget,
+            "max_length": 256,
+        },
+        "schedule": {
+            "train_steps": train_steps,
+            "warmup_steps": 4000,
+            "tokens_per_update": 25_000,
+            "eval_every_steps": 1000,
+            "log_every_steps": 100,
+        },
+        "checkpoints": {
+            "every_minutes": 10.0,
+            "keep_last": average_last,
+            "average_last": average_last,
+        },
         "strategy": args.strategy,
         "precision": args.precision,
         "xla": args.xla,
@@ -77,26 +97,48 @@ def recipe_config(args):
 
 def parser_for(description, presets):
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--preset", choices=presets, default="base",
-                        help="the model (default: base)")
+    parser.add_argument(
+        "--preset", choices=presets, default="base", help="the model (default: base)"
+    )
     parser.add_argument("--output-dir", default=None, help="the run folder")
-    parser.add_argument("--train-source", action="append", default=None,
-                        help="local training source file (repeatable; default: TFDS)")
-    parser.add_argument("--train-target", action="append", default=None,
-                        help="local training target file, line-aligned with --train-source")
+    parser.add_argument(
+        "--train-source",
+        action="append",
+        default=None,
+        help="local training source file (repeatable; default: TFDS)",
+    )
+    parser.add_argument(
+        "--train-target",
+        action="append",
+        default=None,
+        help="local training target file, line-aligned with --train-source",
+    )
     parser.add_argument("--dev-source", default=None, help="dev source (default: newstest2013)")
     parser.add_argument("--dev-target", default=None, help="dev target")
-    parser.add_argument("--vocab", default=None,
-                        help="an existing SentencePiece .model (default: train one)")
-    parser.add_argument("--token-budget", type=int, default=3125,
-                        help="tokens per batch per replica and side (default: 3125 = 25000/8)")
-    parser.add_argument("--strategy", default="auto",
-                        choices=["auto", "one_device", "mirrored", "multi_worker"])
-    parser.add_argument("--precision", default="float32",
-                        choices=["float32", "mixed_bfloat16", "mixed_float16"])
+    parser.add_argument(
+        "--vocab", default=None, help="an existing SentencePiece .model (default: train one)"
+    )
+    parser.add_argument(
+        "--token-budget",
+        type=int,
+        default=3125,
+        help="tokens per batch per replica and side (default: 3125 = 25000/8)",
+    )
+    parser.add_argument(
+        "--strategy", default="auto", choices=["auto", "one_device", "mirrored", "multi_worker"]
+    )
+    parser.add_argument(
+        "--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"]
+    )
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        dest="overrides", help="override a TrainingConfig key (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a TrainingConfig key (repeatable)",
+    )
     return parser
 
 

@@ -23,8 +23,15 @@ RECIPES = {  # preset -> (train_steps, checkpoints averaged), paper 5.2 and 6.1
 
 def recipe_config(args):
     """EN-FR (section 5.1): TFDS `wmt14_translate/fr-en`, 32000 word-pieces (unigram)."""
-    return wmt14_config(args, source="en", target="fr", tfds_name="wmt14_translate/fr-en",
-                        vocab_size=32000, vocab_model_type="unigram", recipes=RECIPES)
+    return wmt14_config(
+        args,
+        source="en",
+        target="fr",
+        tfds_name="wmt14_translate/fr-en",
+        vocab_size=32000,
+        vocab_model_type="unigram",
+        recipes=RECIPES,
+    )
 
 
 def main(argv=None):

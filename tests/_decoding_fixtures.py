@@ -1,9 +1,9 @@
 """Small models and scripted decoders shared by the decoding tests."""
 
+import keras
 import numpy as np
 from keras import ops
 
-import keras
 from keras_transformer import TransformerConfig, build_model
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -13,9 +13,15 @@ def tiny_model(vocab_size=11, max_length=16, seed=0, sharpen=1.0, num_layers=1, 
     """A random tiny Transformer; `sharpen` scales the embeddings to make peaky distributions
     (random weights otherwise give near-uniform ones, full of near-ties)."""
     keras.utils.set_random_seed(seed)
-    config = TransformerConfig(vocab_size=vocab_size, num_layers=num_layers, d_model=d_model,
-                               d_ff=2 * d_model, num_heads=4, max_length=max_length,
-                               dropout=0.0)
+    config = TransformerConfig(
+        vocab_size=vocab_size,
+        num_layers=num_layers,
+        d_model=d_model,
+        d_ff=2 * d_model,
+        num_heads=4,
+        max_length=max_length,
+        dropout=0.0,
+    )
     model = build_model(config)
     if sharpen != 1.0:
         embedding = model.target_embedding.embeddings
@@ -26,8 +32,12 @@ def tiny_model(vocab_size=11, max_length=16, seed=0, sharpen=1.0, num_layers=1, 
 def full_log_probs(model, source_ids, target_inputs):
     """NumPy log-softmax of the full (teacher-forced, uncached) forward pass, pad and bos
     forbidden after normalization as decoding does: `[batch, target_length, vocab]`."""
-    logits = model({"source_ids": ops.convert_to_tensor(source_ids, "int32"),
-                    "target_ids": ops.convert_to_tensor(target_inputs, "int32")})
+    logits = model(
+        {
+            "source_ids": ops.convert_to_tensor(source_ids, "int32"),
+            "target_ids": ops.convert_to_tensor(target_inputs, "int32"),
+        }
+    )
     logits = np.asarray(ops.convert_to_numpy(logits), np.float64)
     logits = logits - logits.max(-1, keepdims=True)
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
@@ -81,9 +91,15 @@ def markov_table(vocab_size, rows):
 
 
 SENTENCES = [
-    "the cat sat on the mat", "a dog", "birds sing in the morning light",
-    "hello", "we walk to the river and back again today", "it rains",
-    "the old man reads a book", "green", "she writes long letters to her friend",
+    "the cat sat on the mat",
+    "a dog",
+    "birds sing in the morning light",
+    "hello",
+    "we walk to the river and back again today",
+    "it rains",
+    "the old man reads a book",
+    "green",
+    "she writes long letters to her friend",
 ]
 
 
@@ -93,8 +109,16 @@ def train_char_vocabulary(folder):
 
     prefix = str(folder / "vocab")
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES * 20), model_prefix=prefix, vocab_size=40,
-        model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+        sentence_iterator=iter(SENTENCES * 20),
+        model_prefix=prefix,
+        vocab_size=40,
+        model_type="char",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
     return prefix + ".model"
 
 

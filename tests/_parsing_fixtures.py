@@ -7,11 +7,15 @@ import pytest
 
 from keras_transformer.parsing.trees import read_preprocessed
 
-SHARED_TREE_FILES = ["treebank/wsj_sample.train.trees", "treebank/wsj_sample.dev.trees",
-                     "gum/gum_const.train.trees", "gum/gum_const.dev.trees"]
+SHARED_TREE_FILES = [
+    "treebank/wsj_sample.train.trees",
+    "treebank/wsj_sample.dev.trees",
+    "gum/gum_const.train.trees",
+    "gum/gum_const.dev.trees",
+]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read(path):
     return tuple(read_preprocessed(path))
 
@@ -37,13 +41,24 @@ def untrained_parser_run(folder):
     from keras_transformer.training.output_dir import atomic_save_model
 
     folder.mkdir()
-    trees = [parse_tree(f"(TOP (S (NP (PRP {w})) (VP (VBZ {v}) (RB n't)) (. .)))")
-             for w in ("He", "She", "It") for v in ("does", "is", "was", "ca")]
+    trees = [
+        parse_tree(f"(TOP (S (NP (PRP {w})) (VP (VBZ {v}) (RB n't)) (. .)))")
+        for w in ("He", "She", "It")
+        for v in ("does", "is", "was", "ca")
+    ]
     source, target = write_parallel(trees, Linearizer(), str(folder / "corpus"))
     _, size = train_parsing_vocabulary([source], [target], str(folder / "vocab.model"), 320)
-    config = TransformerConfig.from_preset("base", vocab_size=size, num_layers=1, d_model=32,
-                                           d_ff=64, num_heads=4, key_dim=8, value_dim=8,
-                                           max_length=64)
+    config = TransformerConfig.from_preset(
+        "base",
+        vocab_size=size,
+        num_layers=1,
+        d_model=32,
+        d_ff=64,
+        num_heads=4,
+        key_dim=8,
+        value_dim=8,
+        max_length=64,
+    )
     atomic_save_model(build_model(config), str(folder / "model.keras"))
     write_parsing_settings(str(folder), Linearizer())
     return folder

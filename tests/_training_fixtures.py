@@ -42,8 +42,7 @@ def write_reverse_corpus(directory, train_lines=400, dev_lines=40, seed=0):
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 5)))
-             for _ in range(60)]
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 5))) for _ in range(60)]
     paths = {}
     for split, count in (("train", train_lines), ("dev", dev_lines)):
         source, target = directory / f"{split}.src", directory / f"{split}.tgt"
@@ -61,17 +60,30 @@ def tiny_config(output_dir, corpus, **sections):
     the top-level keys or, given as dicts, merge into the sections."""
     config = {
         "output_dir": str(output_dir),
-        "model": {"preset": "base", "num_layers": 1, "d_model": 32, "d_ff": 64,
-                  "num_heads": 4, "dropout": 0.0},
+        "model": {
+            "preset": "base",
+            "num_layers": 1,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+            "dropout": 0.0,
+        },
         "data": {
             "train": [{"source": corpus["train_source"], "target": corpus["train_target"]}],
             "dev": {"source": corpus["dev_source"], "target": corpus["dev_target"]},
-            "vocab_size": 320, "token_budget": 256, "max_length": 64, "shuffle_buffer": 1000,
+            "vocab_size": 320,
+            "token_budget": 256,
+            "max_length": 64,
+            "shuffle_buffer": 1000,
         },
-        "schedule": {"train_steps": 12, "warmup_steps": 10, "tokens_per_update": 256,
-                     "eval_every_steps": 6, "log_every_steps": 3},
-        "checkpoints": {"every_minutes": None, "every_steps": 3, "keep_last": 4,
-                        "average_last": 2},
+        "schedule": {
+            "train_steps": 12,
+            "warmup_steps": 10,
+            "tokens_per_update": 256,
+            "eval_every_steps": 6,
+            "log_every_steps": 3,
+        },
+        "checkpoints": {"every_minutes": None, "every_steps": 3, "keep_last": 4, "average_last": 2},
         "verbose": 0,
     }
     for key, value in sections.items():
@@ -101,14 +113,22 @@ def subprocess_env(**extra):
 
 def run_python(code, timeout=240, **env):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess (asserting success)."""
-    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
-                            timeout=timeout, env=subprocess_env(**env), cwd=REPO)
+    result = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=subprocess_env(**env),
+        cwd=REPO,
+    )
     assert result.returncode == 0, (
-        f"child failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+        f"child failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    )
     return result
 
 
 def max_abs_difference(weights_a, weights_b):
     assert len(weights_a) == len(weights_b)
-    return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-               for a, b in zip(weights_a, weights_b))
+    return max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(weights_a, weights_b)
+    )

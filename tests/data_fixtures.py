@@ -43,15 +43,20 @@ def multi30k_paths(data_dir, split="train"):
     return (data_dir / "multi30k" / f"{split}.en.gz", data_dir / "multi30k" / f"{split}.de.gz")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _train_multi30k_vocabulary(data_dir: str):
     from keras_transformer.data import TextPairCorpus, train_vocabulary
 
     source, target = multi30k_paths(pathlib.Path(data_dir))
     prefix = os.path.join(tempfile.mkdtemp(prefix="kt-test-vocab-"), "multi30k")
     return train_vocabulary(
-        [TextPairCorpus(source, target)], prefix, vocab_size=TEST_VOCAB_SIZE,
-        model_type="bpe", input_sentence_size=30000, num_threads=2, seed=1,
+        [TextPairCorpus(source, target)],
+        prefix,
+        vocab_size=TEST_VOCAB_SIZE,
+        model_type="bpe",
+        input_sentence_size=30000,
+        num_threads=2,
+        seed=1,
     )
 
 

@@ -50,8 +50,7 @@ def positional_encoding(position, i, d_model):
 def transformer_parameter_count(vocab, n, d, d_ff, h, d_k, d_v):
     """Parameters of the paper's model with biases everywhere and one tied embedding matrix,
     counted term by term (written independently of TransformerConfig.parameter_count)."""
-    q_k_v_o = [d * h * d_k + h * d_k, d * h * d_k + h * d_k, d * h * d_v + h * d_v,
-               h * d_v * d + d]
+    q_k_v_o = [d * h * d_k + h * d_k, d * h * d_k + h * d_k, d * h * d_v + h * d_v, h * d_v * d + d]
     attention_block = sum(q_k_v_o)
     ffn = (d * d_ff + d_ff) + (d_ff * d + d)
     layer_norm_params = 2 * d

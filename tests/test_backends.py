@@ -38,9 +38,13 @@ def run_without_tensorflow(backend, script, *args):
     if importlib.util.find_spec(package) is None:
         pytest.skip(f"{package} is not installed (pip install -e .[test] installs it)")
     env = {**os.environ, "KERAS_BACKEND": backend}
-    result = subprocess.run([sys.executable, "-c", BLOCK_TENSORFLOW + textwrap.dedent(script),
-                             *map(str, args)], env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_TENSORFLOW + textwrap.dedent(script), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -103,20 +107,26 @@ def test_forward_pass_and_searches_equal_tensorflow(backend, tmp_path):
     model = tiny_model(vocab_size=11, max_length=16, seed=8, sharpen=2.0)
     weights = tmp_path / "tiny.weights.h5"
     model.save_weights(weights)
-    inputs = {"source_ids": [[5, 6, 7, EOS], [8, EOS, PAD, PAD]],
-              "target_ids": [[2, 9, 4, 6], [2, 10, PAD, PAD]]}
-    stdout = run_without_tensorflow(backend, FORWARD_AND_SEARCH, model.config.to_json(),
-                                    weights, json.dumps(inputs))
-    other = json.loads(next(line for line in stdout.splitlines()
-                            if line.startswith("RESULT "))[len("RESULT "):])
+    inputs = {
+        "source_ids": [[5, 6, 7, EOS], [8, EOS, PAD, PAD]],
+        "target_ids": [[2, 9, 4, 6], [2, 10, PAD, PAD]],
+    }
+    stdout = run_without_tensorflow(
+        backend, FORWARD_AND_SEARCH, model.config.to_json(), weights, json.dumps(inputs)
+    )
+    other = json.loads(
+        next(line for line in stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :]
+    )
     inputs = {name: np.array(value, "int32") for name, value in inputs.items()}
-    np.testing.assert_allclose(other["logits"], ops.convert_to_numpy(model(inputs)),
-                               atol=1e-5)
-    searches = {"greedy": greedy_search,
-                "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4)}
+    np.testing.assert_allclose(other["logits"], ops.convert_to_numpy(model(inputs)), atol=1e-5)
+    searches = {
+        "greedy": greedy_search,
+        "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4),
+    }
     for name, search in searches.items():
-        ids, lengths, log_probs, scores = (ops.convert_to_numpy(x)
-                                           for x in search(model, inputs["source_ids"]))
+        ids, lengths, log_probs, scores = (
+            ops.convert_to_numpy(x) for x in search(model, inputs["source_ids"])
+        )
         o_ids, o_lengths, o_log_probs, o_scores = (np.array(x) for x in other[name])
         assert o_ids.tolist() == ids.tolist(), name
         assert o_lengths.tolist() == lengths.tolist(), name
@@ -144,12 +154,21 @@ def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("hello world\na b c d e f\nthe quick brown fox\n" * 20)
     sentencepiece.SentencePieceTrainer.train(
-        input=str(text), model_prefix=str(tmp_path / "vocab"), vocab_size=40, pad_id=0,
-        unk_id=1, bos_id=2, eos_id=3, model_type="bpe", hard_vocab_limit=False)
+        input=str(text),
+        model_prefix=str(tmp_path / "vocab"),
+        vocab_size=40,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        model_type="bpe",
+        hard_vocab_limit=False,
+    )
     config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
     kt.build_model(config).save(tmp_path / "model.keras")
-    assert "OK" in run_without_tensorflow("jax", TRANSLATE, tmp_path / "model.keras",
-                                          tmp_path / "vocab.model")
+    assert "OK" in run_without_tensorflow(
+        "jax", TRANSLATE, tmp_path / "model.keras", tmp_path / "vocab.model"
+    )
 
 
 CONSTRAINED_PARSE = """

@@ -13,9 +13,18 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests._decoding_fixtures import (BOS, EOS, PAD, UNK, MarkovDecoder, full_log_probs,
-                                      markov_table, sequence_log_prob, tiny_model)
 from keras_transformer.decoding import BeamSearch, EnsembleDecoder, greedy_search, is_hypothesis
+from tests._decoding_fixtures import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
+    MarkovDecoder,
+    full_log_probs,
+    markov_table,
+    sequence_log_prob,
+    tiny_model,
+)
 
 ALPHA = 0.6
 
@@ -29,8 +38,11 @@ def hypotheses(result, sentence):
     lengths = ops.convert_to_numpy(result.lengths)[sentence]
     scores = ops.convert_to_numpy(result.scores)[sentence]
     log_probs = ops.convert_to_numpy(result.log_probs)[sentence]
-    return [(ids[i, :lengths[i]].tolist(), float(log_probs[i]), float(scores[i]))
-            for i in range(len(scores)) if is_hypothesis(scores[i])]
+    return [
+        (ids[i, : lengths[i]].tolist(), float(log_probs[i]), float(scores[i]))
+        for i in range(len(scores))
+        if is_hypothesis(scores[i])
+    ]
 
 
 def enumerate_scores(model, source, cap, alpha=ALPHA):
@@ -38,8 +50,11 @@ def enumerate_scores(model, source, cap, alpha=ALPHA):
     sequence of output tokens (pad and bos are never outputs) that ends with eos within the
     cap, and each sequence that reaches the cap without eos (truncated)."""
     outputs = [t for t in range(model.config.vocab_size) if t not in (PAD, BOS, EOS)]
-    sequences = [list(prefix) + [EOS] for length in range(cap)
-                 for prefix in itertools.product(outputs, repeat=length)]
+    sequences = [
+        list(prefix) + [EOS]
+        for length in range(cap)
+        for prefix in itertools.product(outputs, repeat=length)
+    ]
     sequences += [list(s) for s in itertools.product(outputs, repeat=cap)]
     by_length = {}
     for sequence in sequences:
@@ -60,14 +75,16 @@ def test_wide_beam_finds_the_exhaustive_best_and_beam_four_never_beats_it():
     sources = np.array([[5, EOS], [EOS, PAD]], "int32")
     caps = [3, 2]
     wide = BeamSearch(beam_size=32, alpha=ALPHA, max_extra_length=1, num_hypotheses=5)(
-        model, sources)
+        model, sources
+    )
     narrow = BeamSearch(beam_size=4, alpha=ALPHA, max_extra_length=1)(model, sources)
     for sentence, (source, cap) in enumerate(zip(sources, caps)):
         exhaustive = enumerate_scores(model, source, cap)
         found = hypotheses(wide, sentence)
         # The five best, in order, with their scores.
-        np.testing.assert_allclose([score for _, _, score in found],
-                                   [score for score, _ in exhaustive[:5]], atol=1e-4)
+        np.testing.assert_allclose(
+            [score for _, _, score in found], [score for score, _ in exhaustive[:5]], atol=1e-4
+        )
         best_ids, best_log_prob, best_score = found[0]
         assert abs(best_score - exhaustive[0][0]) < 1e-4
         assert abs(best_log_prob - sequence_log_prob(model, source, best_ids)) < 1e-4
@@ -81,7 +98,8 @@ def test_n_best_is_sorted_and_each_score_is_its_log_prob_over_the_penalty():
     model = tiny_model(vocab_size=11, max_length=16, seed=6, sharpen=2.0)
     sources = np.array([[5, 6, 7, EOS], [8, EOS, PAD, PAD]], "int32")
     result = BeamSearch(beam_size=4, alpha=ALPHA, max_extra_length=3, num_hypotheses=4)(
-        model, sources)
+        model, sources
+    )
     for sentence, source in enumerate(sources):
         found = hypotheses(result, sentence)
         assert len(found) == 4
@@ -96,7 +114,7 @@ def test_n_best_is_sorted_and_each_score_is_its_log_prob_over_the_penalty():
 
 # Scripted distributions: 0 pad, 1 unk, 2 bos, 3 eos, 4 = x, 5 = y.
 X, Y = 4, 5
-SOURCE = np.array([[X, X, X, X, EOS]], "int32")      # cap = 5 + 5 = 10
+SOURCE = np.array([[X, X, X, X, EOS]], "int32")  # cap = 5 + 5 = 10
 
 
 def test_early_exit_when_no_alive_hypothesis_can_beat_the_finished_one():
@@ -118,10 +136,11 @@ def test_no_early_exit_while_the_bound_can_beat_the_finished_one():
     # ln 0.5 + ln 0.85 = -0.8557, score -0.8557 / lp(2) = -0.8557 / 1.0969 = -0.7801, which beats
     # -0.7985 (the length penalty at work: with alpha = 0 the short one wins). The best alive
     # now has log-prob ln 0.5 + ln 0.05 = -3.689, bound -2.129: stop after 2 steps.
-    rows = {BOS: {X: 0.5, EOS: 0.45, UNK: 0.025, Y: 0.025},
-            X: {EOS: 0.85, UNK: 0.05, X: 0.05, Y: 0.05}}
-    expected = {ALPHA: ([X, EOS], math.log(0.5) + math.log(0.85)),
-                0.0: ([EOS], math.log(0.45))}
+    rows = {
+        BOS: {X: 0.5, EOS: 0.45, UNK: 0.025, Y: 0.025},
+        X: {EOS: 0.85, UNK: 0.05, X: 0.05, Y: 0.05},
+    }
+    expected = {ALPHA: ([X, EOS], math.log(0.5) + math.log(0.85)), 0.0: ([EOS], math.log(0.45))}
     for alpha, (expected_ids, expected_log_prob) in expected.items():
         decoder = MarkovDecoder(markov_table(6, rows))
         result = BeamSearch(beam_size=2, alpha=alpha, max_extra_length=5)(decoder, SOURCE)
@@ -139,8 +158,10 @@ def test_early_exit_bound_divides_by_the_penalty_at_the_cap():
     # -0.4608 > -0.6931, so the search goes on, and x x ... x (x -> x 0.97, truncated at 10)
     # scores (ln 0.45 + 9 ln 0.97) / lp(10) = -1.0726 / 1.7329 = -0.6190 > -0.6931.
     # With alpha = 0 the bound is -0.7985 < -0.6931: stop after one step with eos.
-    rows = {BOS: {EOS: 0.5, X: 0.45, UNK: 0.025, Y: 0.025},
-            X: {X: 0.97, EOS: 0.01, UNK: 0.01, Y: 0.01}}
+    rows = {
+        BOS: {EOS: 0.5, X: 0.45, UNK: 0.025, Y: 0.025},
+        X: {X: 0.97, EOS: 0.01, UNK: 0.01, Y: 0.01},
+    }
     long_log_prob = math.log(0.45) + 9 * math.log(0.97)
     assert long_log_prob / lp(10) > math.log(0.5)
     for alpha, expected_ids, expected_steps in ((ALPHA, [X] * 10, 10), (0.0, [EOS], 1)):
@@ -157,7 +178,8 @@ def test_hypotheses_that_reach_the_cap_finish_without_eos():
     table = markov_table(6, {t: {X: 0.9, EOS: 0.001} for t in range(6)})
     decoder = MarkovDecoder(table)
     result = BeamSearch(beam_size=2, alpha=ALPHA, max_extra_length=1, num_hypotheses=2)(
-        decoder, np.array([[X, EOS]], "int32"))
+        decoder, np.array([[X, EOS]], "int32")
+    )
     (ids, log_prob, _), _ = hypotheses(result, 0)
     assert ids == [X, X, X]
     assert abs(log_prob - 3 * math.log(0.9)) < 1e-5
@@ -172,8 +194,10 @@ def test_ensemble_of_one_model_twice_equals_the_model():
     for combine in ("log_probs", "probs"):
         double = search(EnsembleDecoder([model, model], combine=combine), sources)
         for sentence in range(2):
-            (a_ids, a_lp, _), (b_ids, b_lp, _) = (hypotheses(single, sentence)[0],
-                                                  hypotheses(double, sentence)[0])
+            (a_ids, a_lp, _), (b_ids, b_lp, _) = (
+                hypotheses(single, sentence)[0],
+                hypotheses(double, sentence)[0],
+            )
             assert a_ids == b_ids and abs(a_lp - b_lp) < 1e-4
 
 
@@ -191,8 +215,12 @@ def test_ensemble_averages_log_probs_of_its_members():
 
 
 def test_invalid_settings_are_rejected():
-    for kwargs in ({"beam_size": 0}, {"num_hypotheses": 5}, {"alpha": -1.0},
-                   {"max_extra_length": -1}):
+    for kwargs in (
+        {"beam_size": 0},
+        {"num_hypotheses": 5},
+        {"alpha": -1.0},
+        {"max_extra_length": -1},
+    ):
         with pytest.raises(ValueError):
             BeamSearch(**{"beam_size": 4, **kwargs})
 
@@ -229,17 +257,26 @@ def test_searches_agree_across_backends(backend, tmp_path):
     sources = [[5, 6, 7, EOS], [8, EOS, PAD, PAD]]
     env = {**os.environ, "KERAS_BACKEND": backend}
     process = subprocess.run(
-        [sys.executable, "-c", BACKEND_SCRIPT, model.config.to_json(), weights,
-         json.dumps(sources)], env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            BACKEND_SCRIPT,
+            model.config.to_json(),
+            weights,
+            json.dumps(sources),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
-    line = next(l for l in process.stdout.splitlines() if l.startswith("RESULT "))
-    other = json.loads(line[len("RESULT "):])
+    line = next(x for x in process.stdout.splitlines() if x.startswith("RESULT "))
+    other = json.loads(line[len("RESULT ") :])
     sources = np.array(sources, "int32")
-    here = {"greedy": greedy_search,
-            "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4)}
+    here = {"greedy": greedy_search, "beam": BeamSearch(beam_size=3, alpha=0.6, max_extra_length=4)}
     for name, search in here.items():
-        ids, lengths, log_probs, scores = (ops.convert_to_numpy(x)
-                                           for x in search(model, sources))
+        ids, lengths, log_probs, scores = (ops.convert_to_numpy(x) for x in search(model, sources))
         o_ids, o_lengths, o_log_probs, o_scores = (np.array(x) for x in other[name])
         assert o_ids.tolist() == ids.tolist(), name
         assert o_lengths.tolist() == lengths.tolist(), name
@@ -251,7 +288,8 @@ def test_min_length_forbids_eos_until_reached():
     # eos is the most likely token everywhere; min_length 3 makes outputs 3 tokens long.
     table = markov_table(6, {t: {EOS: 0.9, X: 0.05, Y: 0.04} for t in range(6)})
     result = BeamSearch(beam_size=2, alpha=ALPHA, max_extra_length=5, min_length=3)(
-        MarkovDecoder(table), SOURCE)
+        MarkovDecoder(table), SOURCE
+    )
     ids, log_prob, _ = hypotheses(result, 0)[0]
     assert ids == [X, X, EOS]
     assert abs(log_prob - (2 * math.log(0.05) + math.log(0.9))) < 1e-5

@@ -24,8 +24,11 @@ def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
 def test_the_multi30k_shape_is_the_recipes():
     bench = load_benchmark("dropout_throughput")
     recipe = load_pipeline("multi30k").multi30k_config("data")
-    assert bench.SHAPES["multi30k"] == (recipe["data"]["token_budget"],
-                                        recipe["model"]["d_model"], recipe["model"]["dropout"])
+    assert bench.SHAPES["multi30k"] == (
+        recipe["data"]["token_budget"],
+        recipe["model"]["d_model"],
+        recipe["model"]["dropout"],
+    )
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

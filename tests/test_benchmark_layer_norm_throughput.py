@@ -34,13 +34,14 @@ def test_a_wrong_layer_norm_shows_in_the_difference(capsys, monkeypatch):
 def test_the_shapes_are_the_recipes():
     bench = load_benchmark("layer_norm_throughput")
     multi30k = load_pipeline("multi30k").multi30k_config("data")
-    assert bench.SHAPES["multi30k"] == (multi30k["data"]["token_budget"],
-                                        multi30k["model"]["d_model"])
+    assert bench.SHAPES["multi30k"] == (
+        multi30k["data"]["token_budget"],
+        multi30k["model"]["d_model"],
+    )
     parsing = load_pipeline("ptb_parsing")
     corpus = {"train_names": ["wsj"], "train": [("s", "t")], "dev": ("s", "t"), "vocab": "v"}
     config = parsing.parsing_config(corpus, "run", "wsj", cpu=True)
-    assert bench.SHAPES["parsing"] == (config["data"]["token_budget"],
-                                       config["model"]["d_model"])
+    assert bench.SHAPES["parsing"] == (config["data"]["token_budget"], config["model"]["d_model"])
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

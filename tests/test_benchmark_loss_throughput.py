@@ -8,16 +8,32 @@ from tests._training_fixtures import load_benchmark
 
 def test_plain_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
     bench = load_benchmark("loss_throughput")
-    headline = bench.main(["--tokens", "96", "--d-model", "16", "--vocab", "300",
-                           "--chunks", "32", "200", "--steps", "1", "--repeats", "1"])
+    headline = bench.main(
+        [
+            "--tokens",
+            "96",
+            "--d-model",
+            "16",
+            "--vocab",
+            "300",
+            "--chunks",
+            "32",
+            "200",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+        ]
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last == json.loads(json.dumps(headline))
     for precision, bound in (("fp32", 1e-5), ("bf16", 3e-2)):
         rows = last[precision]["fused"]
         assert set(rows) == {"32", "200"}  # 3 chunks of 32; one chunk of the 96 tokens
         assert all(row["max_relative_difference"] < bound for row in rows.values())
-        assert last[precision]["over_plain"] == rows[str(last[precision]["best_chunk"])][
-            "over_plain"]
+        assert (
+            last[precision]["over_plain"] == rows[str(last[precision]["best_chunk"])]["over_plain"]
+        )
 
 
 def test_plain_side_is_the_training_loss_of_the_logits():

@@ -25,8 +25,13 @@ def test_the_multi30k_row_has_the_recipes_dims():
     bench = load_benchmark("optimizer_throughput")
     recipe = load_pipeline("multi30k").multi30k_config("data")
     model = recipe["model"]
-    assert bench.CONFIGS["multi30k"] == (model["num_layers"], model["d_model"], model["d_ff"],
-                                         model["num_heads"], recipe["data"]["vocab_size"])
+    assert bench.CONFIGS["multi30k"] == (
+        model["num_layers"],
+        model["d_model"],
+        model["d_ff"],
+        model["num_heads"],
+        recipe["data"]["vocab_size"],
+    )
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

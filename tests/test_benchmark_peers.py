@@ -20,7 +20,8 @@ def test_the_module_examples_pass_as_doctests():
 def test_a_missing_peer_is_skipped_with_one_line_and_its_reason():
     stream = io.StringIO()
     present, skipped = peers.importable_peers(
-        ["ours", "absent", "json"], {"absent": "no_such_module_kt", "json": "json"}, stream)
+        ["ours", "absent", "json"], {"absent": "no_such_module_kt", "json": "json"}, stream
+    )
     assert present == ["ours", "json"]
     assert list(skipped) == ["absent"] and "no_such_module_kt" in skipped["absent"]
     lines = stream.getvalue().splitlines()
@@ -29,34 +30,61 @@ def test_a_missing_peer_is_skipped_with_one_line_and_its_reason():
 
 def rows(*entries):
     """`("ours", "xla_on", 300.0)` -> a row of system ours, mode xla_on, 300 tokens/s."""
-    return [{"system": system, "mode": mode, "tokens_per_s": rate}
-            for system, mode, rate in entries]
+    return [
+        {"system": system, "mode": mode, "tokens_per_s": rate} for system, mode, rate in entries
+    ]
 
 
 def test_speed_ratios_take_our_best_over_the_best_peer_and_pair_the_modes():
-    table = rows(("ours", "xla_off", 300.0), ("ours", "xla_on", 240.0),
-                 ("keras_hub", "xla_off", 250.0), ("keras_hub", "xla_on", 200.0),
-                 ("torch", "eager", 120.0), ("torch", "compile", 400.0))
-    ratios = peers.speed_ratios(table, [("keras_hub", "xla_off", "xla_off"),
-                                        ("keras_hub", "xla_on", "xla_on"),
-                                        ("torch", "eager", "xla_off"),
-                                        ("torch", "compile", "xla_on")])
+    table = rows(
+        ("ours", "xla_off", 300.0),
+        ("ours", "xla_on", 240.0),
+        ("keras_hub", "xla_off", 250.0),
+        ("keras_hub", "xla_on", 200.0),
+        ("torch", "eager", 120.0),
+        ("torch", "compile", 400.0),
+    )
+    ratios = peers.speed_ratios(
+        table,
+        [
+            ("keras_hub", "xla_off", "xla_off"),
+            ("keras_hub", "xla_on", "xla_on"),
+            ("torch", "eager", "xla_off"),
+            ("torch", "compile", "xla_on"),
+        ],
+    )
     # 300 / 400; 300 / 250, 240 / 200, 300 / 120, 240 / 400.
     assert ratios["over_best_peer"] == 0.75
     assert ratios["ours_best"] == "xla_off" and ratios["best_peer"] == "torch compile"
-    assert ratios["matched"] == {"keras_hub/xla_off": 1.2, "keras_hub/xla_on": 1.2,
-                                 "torch/eager": 2.5, "torch/compile": 0.6}
+    assert ratios["matched"] == {
+        "keras_hub/xla_off": 1.2,
+        "keras_hub/xla_on": 1.2,
+        "torch/eager": 2.5,
+        "torch/compile": 0.6,
+    }
 
 
 def test_a_failed_or_skipped_row_is_no_ratio_and_never_the_best_peer():
-    table = rows(("ours", "xla_off", 300.0), ("ours", "xla_on", None), ("torch", "eager", 150.0),
-                 ("torch", "compile", None))
-    ratios = peers.speed_ratios(table, [("torch", "eager", "xla_off"),
-                                        ("torch", "compile", "xla_on"),
-                                        ("keras_hub", "xla_off", "xla_off")])
+    table = rows(
+        ("ours", "xla_off", 300.0),
+        ("ours", "xla_on", None),
+        ("torch", "eager", 150.0),
+        ("torch", "compile", None),
+    )
+    ratios = peers.speed_ratios(
+        table,
+        [
+            ("torch", "eager", "xla_off"),
+            ("torch", "compile", "xla_on"),
+            ("keras_hub", "xla_off", "xla_off"),
+        ],
+    )
     assert ratios["over_best_peer"] == 2.0 and ratios["best_peer"] == "torch eager"
-    assert ratios["matched"] == {"torch/eager": 2.0, "torch/compile": None,
-                                 "keras_hub/xla_off": None}
+    assert ratios["matched"] == {
+        "torch/eager": 2.0,
+        "torch/compile": None,
+        "keras_hub/xla_off": None,
+    }
     alone = peers.speed_ratios(rows(("ours", "xla_off", 300.0)), [("torch", "eager", "xla_off")])
     assert alone["over_best_peer"] is None and alone["best_peer"] is None
 
@@ -73,8 +101,11 @@ def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
     attention = 4 * (d * d + d)
     norm = 2 * d
     feed_forward = d * f + f + f * d + d
-    expected = vocab_size * d + (attention + feed_forward + 2 * norm) \
+    expected = (
+        vocab_size * d
+        + (attention + feed_forward + 2 * norm)
         + (2 * attention + feed_forward + 3 * norm)
+    )
     ours = throughput.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
     # --backend jax trains the Transformer itself (TrainingModel is TensorFlow-only).
     plain = throughput.build_ours(dims, vocab_size, "fp32", 0.0, plain=True)
@@ -88,8 +119,10 @@ def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
 
 def test_bf16_rows_are_skipped_only_where_the_bf16_matmul_is_under_a_quarter_of_fp32():
     throughput = load("train_throughput")
-    peaks = {"fp32": {"tensorflow": 30e9, "torch": 40e9},
-             "bf16": {"tensorflow": 7.5e9, "torch": 0.4e9}}  # exactly 0.25x, and 0.01x
+    peaks = {
+        "fp32": {"tensorflow": 30e9, "torch": 40e9},
+        "bf16": {"tensorflow": 7.5e9, "torch": 0.4e9},
+    }  # exactly 0.25x, and 0.01x
     assert throughput.slow_bf16(peaks, "tensorflow") is None
     reason = throughput.slow_bf16(peaks, "torch")
     assert reason.startswith("torch's bfloat16 matmul runs at 0.4 GFLOP/s") and "40.0" in reason
@@ -131,9 +164,17 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
         return 1.0
 
     monkeypatch.setattr(throughput, "time_keras", fake_time_keras)
-    spec = {"dims": (1, 32, 64, 4), "vocab_size": 100, "precision": "fp32",
-            "attention_dropout": 0.0, "backend": "tensorflow", "mode": "xla_off",
-            "warmup": 1, "repeats": 1, "steps": 1}
+    spec = {
+        "dims": (1, 32, 64, 4),
+        "vocab_size": 100,
+        "precision": "fp32",
+        "attention_dropout": 0.0,
+        "backend": "tensorflow",
+        "mode": "xla_off",
+        "warmup": 1,
+        "repeats": 1,
+        "steps": 1,
+    }
     data = throughput.make_batch(2, 5, 100)
     throughput.run_ours(spec, data)
     throughput.run_keras_hub(spec, data)
@@ -142,5 +183,8 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
     for optimizer in (ours, hub):
         assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
         assert isinstance(optimizer._learning_rate, NoamSchedule)
-        assert optimizer._learning_rate.get_config() == {"d_model": 32, "warmup_steps": 4000,
-                                                         "scale": 1.0}
+        assert optimizer._learning_rate.get_config() == {
+            "d_model": 32,
+            "warmup_steps": 4000,
+            "scale": 1.0,
+        }

@@ -33,8 +33,26 @@ def test_the_products_are_the_work_the_mfu_formula_counts(name):
 
 
 def test_the_json_line_holds_each_sides_step_and_the_ratios(capsys):
-    floor.main(["--configs", "tiny", "--precisions", "fp32", "--batch", "4", "--length", "4",
-                "--vocab-size", "64", "--steps", "1", "--repeats", "1", "--warmup", "1"])
+    floor.main(
+        [
+            "--configs",
+            "tiny",
+            "--precisions",
+            "fp32",
+            "--batch",
+            "4",
+            "--length",
+            "4",
+            "--vocab-size",
+            "64",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "1",
+        ]
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     last = json.loads(lines[-1])
     row = last["tiny"]["fp32"]
@@ -44,10 +62,13 @@ def test_the_json_line_holds_each_sides_step_and_the_ratios(capsys):
     if "keras_hub" in last["skipped_peers"]:
         assert row.get("keras_hub_ms") is None
     else:
-        assert row["max_over_peer"] == pytest.approx(row["keras_hub_ms"] / row["floor_ms"],
-                                                     abs=1e-3)
-        assert row["ours_over_peer"] == pytest.approx(row["keras_hub_ms"] / row["ours_ms"],
-                                                      abs=1e-3)
+        assert row["max_over_peer"] == pytest.approx(
+            row["keras_hub_ms"] / row["floor_ms"], abs=1e-3
+        )
+        assert row["ours_over_peer"] == pytest.approx(
+            row["keras_hub_ms"] / row["ours_ms"], abs=1e-3
+        )
         assert row["room_for_target_ms"] == pytest.approx(
-            row["keras_hub_ms"] / 1.2 - row["floor_ms"], abs=2e-3)
+            row["keras_hub_ms"] / 1.2 - row["floor_ms"], abs=2e-3
+        )
     assert any(line.startswith("| tiny | fp32 |") for line in lines)

@@ -30,6 +30,7 @@ def drawn(monkeypatch):
         def record(weights, queries, keys=None, **kwargs):
             calls[function.__name__] = (np.asarray(weights), queries, keys, kwargs)
             return function(weights, queries, keys, **kwargs)
+
         return record
 
     for name in ("draw_attention_lines", "draw_attention_heatmaps"):
@@ -47,8 +48,9 @@ def _expected(translator, sentence, target=None, **kwargs):
     source = vocabulary.encode(sentence) + [3]
     pieces = [vocabulary.processor.id_to_piece(i) for i in source]
     target_ids = None if target is None else np.array([[2] + vocabulary.encode(target)], "int32")
-    weights = ops.convert_to_numpy(model.attention_weights(np.array([source], "int32"),
-                                                           target_ids, **kwargs))[0]
+    weights = ops.convert_to_numpy(
+        model.attention_weights(np.array([source], "int32"), target_ids, **kwargs)
+    )[0]
     return weights, pieces
 
 
@@ -59,10 +61,26 @@ def _assert_png(path):
 
 
 def test_encoder_layer_is_counted_from_one_and_both_pictures_are_written(
-        run_folder, translator, tmp_path, capsys, drawn):
+    run_folder, translator, tmp_path, capsys, drawn
+):
     output = tmp_path / "making.png"
-    assert main(["attention", "--model", str(run_folder), "--layer", "2", "--head", "3",
-                 "--output", str(output), SENTENCE]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--model",
+                str(run_folder),
+                "--layer",
+                "2",
+                "--head",
+                "3",
+                "--output",
+                str(output),
+                SENTENCE,
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     heatmap = tmp_path / "making.heatmap.png"
     assert str(output) in printed and str(heatmap) in printed
@@ -79,17 +97,41 @@ def test_encoder_layer_is_counted_from_one_and_both_pictures_are_written(
         assert kwargs["heads"] == [2] and "layer 2 of 2, head 3" in kwargs["title"]
 
 
-def test_decoder_cross_attention_goes_from_the_target_to_the_sentence(run_folder, translator,
-                                                                      tmp_path, drawn):
+def test_decoder_cross_attention_goes_from_the_target_to_the_sentence(
+    run_folder, translator, tmp_path, drawn
+):
     target = "a dog"
-    assert main(["attention", "--model", str(run_folder), "--layer", "1", "--stack",
-                 "decoder", "--cross", "--target", target, "--token", "2", "--head", "1",
-                 "--head", "4",
-                 "--output", str(tmp_path / "cross"), SENTENCE]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--model",
+                str(run_folder),
+                "--layer",
+                "1",
+                "--stack",
+                "decoder",
+                "--cross",
+                "--target",
+                target,
+                "--token",
+                "2",
+                "--head",
+                "1",
+                "--head",
+                "4",
+                "--output",
+                str(tmp_path / "cross"),
+                SENTENCE,
+            ]
+        )
+        == 0
+    )
     _assert_png(tmp_path / "cross.png")
     _assert_png(tmp_path / "cross.heatmap.png")
-    weights, source_pieces = _expected(translator, SENTENCE, target, stack="decoder",
-                                       kind="cross", layer_index=0)
+    weights, source_pieces = _expected(
+        translator, SENTENCE, target, stack="decoder", kind="cross", layer_index=0
+    )
     drawn_weights, queries, keys, kwargs = drawn["draw_attention_lines"]
     np.testing.assert_allclose(drawn_weights, weights, atol=1e-6)
     # Each query is labelled with the token its position predicts: the target, then eos.
@@ -98,12 +140,28 @@ def test_decoder_cross_attention_goes_from_the_target_to_the_sentence(run_folder
     assert "layer 1 of 2, heads 1, 4" in kwargs["title"]
 
 
-def test_decoder_self_attention_reads_the_model_translation(run_folder, translator, tmp_path,
-                                                             capsys, drawn, monkeypatch):
+def test_decoder_self_attention_reads_the_model_translation(
+    run_folder, translator, tmp_path, capsys, drawn, monkeypatch
+):
     # The random model's own translation runs to max_length; a scripted one keeps this fast.
     monkeypatch.setattr(Translator, "translate", lambda self, texts: ["a dog"])
-    assert main(["attention", "--model", str(run_folder), "--layer", "2", "--stack",
-                 "decoder", "--output", str(tmp_path / "self.png"), "hello"]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--model",
+                str(run_folder),
+                "--layer",
+                "2",
+                "--stack",
+                "decoder",
+                "--output",
+                str(tmp_path / "self.png"),
+                "hello",
+            ]
+        )
+        == 0
+    )
     assert "translation: a dog" in capsys.readouterr().out
     _assert_png(tmp_path / "self.png")
     weights, _ = _expected(translator, "hello", "a dog", stack="decoder", layer_index=1)
@@ -114,18 +172,27 @@ def test_decoder_self_attention_reads_the_model_translation(run_folder, translat
     assert np.abs(np.triu(drawn_weights[0], 1)).max() < 1e-6  # causal
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--layer", "3"], "--layer 3 is out of range: this model's encoder has 2 layers, 1 to 2"),
-    (["--layer", "0"], "--layer 0 is out of range"),
-    (["--layer", "1", "--head", "2", "--head", "5"],
-     "--head 5 is out of range: this model has 4 heads"),
-    (["--layer", "1", "--cross"], "add --stack decoder"),
-    (["--layer", "1", "--token", "99"], "--token 99 is out of range"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--layer", "3"], "--layer 3 is out of range: this model's encoder has 2 layers, 1 to 2"),
+        (["--layer", "0"], "--layer 0 is out of range"),
+        (
+            ["--layer", "1", "--head", "2", "--head", "5"],
+            "--head 5 is out of range: this model has 4 heads",
+        ),
+        (["--layer", "1", "--cross"], "add --stack decoder"),
+        (["--layer", "1", "--token", "99"], "--token 99 is out of range"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(run_folder, tmp_path, capsys, arguments, message):
     output = tmp_path / "bad.png"
-    assert main(["attention", "--model", str(run_folder), *arguments, "--output", str(output),
-                 SENTENCE]) == 2
+    assert (
+        main(
+            ["attention", "--model", str(run_folder), *arguments, "--output", str(output), SENTENCE]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
     assert not output.exists()
@@ -134,8 +201,25 @@ def test_bad_input_exits_2_with_one_line(run_folder, tmp_path, capsys, arguments
 def test_an_output_folder_gets_the_default_names_inside_it(run_folder, tmp_path, capsys):
     folder = tmp_path / "pictures"
     folder.mkdir()
-    assert main(["attention", "--model", str(run_folder), "--layer", "1", "--head", "2",
-                 "--output", str(folder), SENTENCE]) == 0
+    assert (
+        main(
+            [
+                "attention",
+                "--model",
+                str(run_folder),
+                "--layer",
+                "1",
+                "--head",
+                "2",
+                "--output",
+                str(folder),
+                SENTENCE,
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in folder.iterdir()) == [
-        "attention-encoder-layer1-head2.heatmap.png", "attention-encoder-layer1-head2.png"]
+        "attention-encoder-layer1-head2.heatmap.png",
+        "attention-encoder-layer1-head2.png",
+    ]
     _assert_png(folder / "attention-encoder-layer1-head2.png")

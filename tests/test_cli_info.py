@@ -21,12 +21,17 @@ def test_table3_lists_every_row_beside_the_papers_column(capsys):
 
 def test_module_entry_point_and_light_start():
     # `python -m keras_transformer info` works and does not import Keras or TensorFlow.
-    code = ("import sys; from keras_transformer.cli import main; main(['info']); "
-            "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules")
+    code = (
+        "import sys; from keras_transformer.cli import main; main(['info']); "
+        "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    result = subprocess.run([sys.executable, "-m", "keras_transformer", "info", "--preset",
-                             "E.learned"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "info", "--preset", "E.learned"],
+        capture_output=True,
+        text=True,
+    )
     assert "learned" in result.stdout
 
 
@@ -40,8 +45,11 @@ def test_unknown_preset_is_a_usage_error(capsys):
 
 def test_a_closed_pipe_ends_the_command_quietly():
     # `keras-transformer info --table3 | head -1`: the reader leaves after one line.
-    process = subprocess.Popen([sys.executable, "-m", "keras_transformer", "info", "--table3"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_transformer", "info", "--table3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     process.stdout.close()  # as head does, before the command has written
     stderr = process.stderr.read().decode()
     assert process.wait() == 141
@@ -54,9 +62,15 @@ def test_an_input_error_is_the_only_line_on_stderr(tmp_path):
     from tests._training_fixtures import subprocess_env
 
     missing = tmp_path / "nope.yaml"
-    result = subprocess.run([sys.executable, "-m", "keras_transformer", "train", "--config",
-                             str(missing)], capture_output=True, text=True,
-                            env=subprocess_env(), timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "train", "--config", str(missing)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=240,
+    )
     assert result.returncode == 2
-    assert result.stderr == (f"keras-transformer train: error: training config file "
-                             f"{str(missing)!r} does not exist; check the path\n")
+    assert result.stderr == (
+        f"keras-transformer train: error: training config file "
+        f"{str(missing)!r} does not exist; check the path\n"
+    )

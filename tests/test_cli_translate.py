@@ -4,9 +4,9 @@ import io
 
 import pytest
 
-from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
 from keras_transformer.cli import main
 from keras_transformer.translation import Translator
+from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,26 @@ def test_translate_files_in_input_order(run_folder, tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf-8")
     output = tmp_path / "out.txt"
-    assert main(["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output),
-                 "--max-extra-length", "4", "--batch-size", "3", "--chunk-size", "5"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(run_folder),
+                "-i",
+                str(source),
+                "-o",
+                str(output),
+                "--max-extra-length",
+                "4",
+                "--batch-size",
+                "3",
+                "--chunk-size",
+                "5",
+            ]
+        )
+        == 0
+    )
     expected = Translator.load(str(run_folder), max_extra_length=4).translate(texts)
     assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert expected[4] == ""
@@ -33,8 +51,10 @@ def test_translate_files_in_input_order(run_folder, tmp_path):
 
 def test_translate_stdin_to_stdout_n_best(run_folder, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", stdin_of("a dog\nhello\n"))
-    assert main(["translate", "--model", str(run_folder), "--n-best", "2",
-                 "--max-extra-length", "3"]) == 0
+    assert (
+        main(["translate", "--model", str(run_folder), "--n-best", "2", "--max-extra-length", "3"])
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]
     scores = [float(line.split(" ||| ")[2]) for line in lines]
@@ -45,27 +65,47 @@ def test_translate_errors_are_one_line(run_folder, tmp_path, capsys):
     assert main(["translate", "--model", str(tmp_path / "none")]) == 2
     assert "cannot load a model" in capsys.readouterr().err
     assert main(["translate", "--model", str(run_folder), "--n-best", "5"]) == 2
-    assert capsys.readouterr().err == ("keras-transformer translate: error: --n-best=5 is out "
-                                       "of range: it must be an integer in [1, 4]\n")
+    assert capsys.readouterr().err == (
+        "keras-transformer translate: error: --n-best=5 is out "
+        "of range: it must be an integer in [1, 4]\n"
+    )
 
 
 # The cases of tests/test_decoding_settings.py, as flags: the same rule, named by the flag.
-@pytest.mark.parametrize("flags,message", [
-    (["--beam-size", "0"], "--beam-size=0 is out of range: it must be an integer in [1, inf]"),
-    (["--alpha", "nan"], "--alpha=nan is out of range: it must be a finite number in [0.0, 10.0]"),
-    (["--alpha", "inf"], "--alpha=inf is out of range: it must be a finite number in [0.0, 10.0]"),
-    (["--alpha", "-0.5"],
-     "--alpha=-0.5 is out of range: it must be a finite number in [0.0, 10.0]"),
-    (["--max-extra-length", "-1"],
-     "--max-extra-length=-1 is out of range: it must be an integer in [0, 65536]"),
-    (["--max-extra-length", "2147483647"],
-     "--max-extra-length=2147483647 is out of range: it must be an integer in [0, 65536]"),
-    (["--n-best", "0"], "--n-best=0 is out of range: it must be an integer in [1, 4]"),
-    (["--beam-size", "2", "--n-best", "3"],
-     "--n-best=3 is out of range: it must be an integer in [1, 2]"),
-])
-def test_out_of_range_settings_are_one_line_errors(run_folder, flags, message, capsys,
-                                                   monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--beam-size", "0"], "--beam-size=0 is out of range: it must be an integer in [1, inf]"),
+        (
+            ["--alpha", "nan"],
+            "--alpha=nan is out of range: it must be a finite number in [0.0, 10.0]",
+        ),
+        (
+            ["--alpha", "inf"],
+            "--alpha=inf is out of range: it must be a finite number in [0.0, 10.0]",
+        ),
+        (
+            ["--alpha", "-0.5"],
+            "--alpha=-0.5 is out of range: it must be a finite number in [0.0, 10.0]",
+        ),
+        (
+            ["--max-extra-length", "-1"],
+            "--max-extra-length=-1 is out of range: it must be an integer in [0, 65536]",
+        ),
+        (
+            ["--max-extra-length", "2147483647"],
+            "--max-extra-length=2147483647 is out of range: it must be an integer in [0, 65536]",
+        ),
+        (["--n-best", "0"], "--n-best=0 is out of range: it must be an integer in [1, 4]"),
+        (
+            ["--beam-size", "2", "--n-best", "3"],
+            "--n-best=3 is out of range: it must be an integer in [1, 2]",
+        ),
+    ],
+)
+def test_out_of_range_settings_are_one_line_errors(
+    run_folder, flags, message, capsys, monkeypatch, tmp_path
+):
     output = tmp_path / "out.txt"
     monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
     assert main(["translate", "--model", str(run_folder), "-o", str(output), *flags]) == 2
@@ -75,19 +115,50 @@ def test_out_of_range_settings_are_one_line_errors(run_folder, flags, message, c
 
 def test_settings_at_their_bounds_translate(run_folder, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
-    assert main(["translate", "--model", str(run_folder), "--beam-size", "2", "--n-best", "2",
-                 "--alpha", "10", "--max-extra-length", "0"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(run_folder),
+                "--beam-size",
+                "2",
+                "--n-best",
+                "2",
+                "--alpha",
+                "10",
+                "--max-extra-length",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
-def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(run_folder, tmp_path,
-                                                                        capsys, monkeypatch):
+def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(
+    run_folder, tmp_path, capsys, monkeypatch
+):
     source = tmp_path / "bad.en"
     source.write_bytes(b"a dog\n\xff bad\nhello\n")
     output = tmp_path / "out.de"
     output.write_text("an earlier translation\n", encoding="utf-8")
-    assert main(["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output),
-                 "--chunk-size", "1"]) == 2
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(run_folder),
+                "-i",
+                str(source),
+                "-o",
+                str(output),
+                "--chunk-size",
+                "1",
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert f"{str(source)!r} line 2 is not valid UTF-8 (byte 0xff at byte offset 0)" in error
     assert error.count("\n") == 1 and "Traceback" not in error
@@ -98,7 +169,8 @@ def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(run_fol
     monkeypatch.setattr("sys.stdin", stdin_of(b"a dog\nhello \xe9t\xe9\n"))
     assert main(["translate", "--model", str(run_folder)]) == 2
     assert "stdin line 2 is not valid UTF-8 (byte 0xe9 at byte offset 6)" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 def test_an_existing_output_is_replaced_when_the_run_succeeds(run_folder, tmp_path):
@@ -106,16 +178,30 @@ def test_an_existing_output_is_replaced_when_the_run_succeeds(run_folder, tmp_pa
     source.write_text("a dog\n\nhello\n", encoding="utf-8")
     output = tmp_path / "out.de"
     output.write_text("an earlier translation\n", encoding="utf-8")
-    assert main(["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output),
-                 "--max-extra-length", "3"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(run_folder),
+                "-i",
+                str(source),
+                "-o",
+                str(output),
+                "--max-extra-length",
+                "3",
+            ]
+        )
+        == 0
+    )
     expected = Translator.load(str(run_folder), max_extra_length=3).translate(
-        ["a dog", "", "hello"])
+        ["a dog", "", "hello"]
+    )
     assert output.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.en", "out.de"]
 
 
-def test_an_output_that_cannot_be_written_is_one_line(run_folder, tmp_path, capsys,
-                                                      monkeypatch):
+def test_an_output_that_cannot_be_written_is_one_line(run_folder, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
     output = tmp_path / "no_such_folder" / "out.de"
     assert main(["translate", "--model", str(run_folder), "-o", str(output)]) == 2

@@ -8,12 +8,24 @@ from keras_transformer.errors import UserInputError
 
 def test_base_and_big_are_table_3():
     base = TransformerConfig.from_preset("base", vocab_size=37000)
-    assert (base.num_layers, base.d_model, base.d_ff, base.num_heads, base.key_dim,
-            base.value_dim, base.dropout, base.label_smoothing) == (6, 512, 2048, 8, 64, 64,
-                                                                    0.1, 0.1)
+    assert (
+        base.num_layers,
+        base.d_model,
+        base.d_ff,
+        base.num_heads,
+        base.key_dim,
+        base.value_dim,
+        base.dropout,
+        base.label_smoothing,
+    ) == (6, 512, 2048, 8, 64, 64, 0.1, 0.1)
     big = TransformerConfig.from_preset("big", vocab_size=37000)
     assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (
-        6, 1024, 4096, 16, 0.3)
+        6,
+        1024,
+        4096,
+        16,
+        0.3,
+    )
     assert TransformerConfig.from_preset("big_en_fr").dropout == 0.1  # section 6.1
 
 

@@ -61,9 +61,14 @@ def _as_dataset(elements):
 def test_token_budget_batches_hold_every_pair_once_within_budget(num_replicas):
     max_length, budget = 40, 160
     elements = _random_pairs(600, max_length, seed=num_replicas)
-    batches = list(batching.token_budget_batches(
-        _as_dataset(elements), token_budget=budget, max_length=max_length,
-        num_replicas=num_replicas).as_numpy_iterator())
+    batches = list(
+        batching.token_budget_batches(
+            _as_dataset(elements),
+            token_budget=budget,
+            max_length=max_length,
+            num_replicas=num_replicas,
+        ).as_numpy_iterator()
+    )
     boundaries = batching.bucket_boundaries(max_length)
     sizes = batching.bucket_batch_sizes(boundaries, budget, num_replicas)
     seen = collections.Counter()
@@ -97,8 +102,9 @@ def test_token_budget_batches_hold_every_pair_once_within_budget(num_replicas):
 def test_pad_to_bucket_boundary_gives_static_bucket_shapes():
     elements = _random_pairs(300, 30, seed=7)
     boundaries = batching.bucket_boundaries(30)
-    batches = batching.token_budget_batches(_as_dataset(elements), token_budget=120,
-                                            max_length=30, pad_to_bucket_boundary=True)
+    batches = batching.token_budget_batches(
+        _as_dataset(elements), token_budget=120, max_length=30, pad_to_bucket_boundary=True
+    )
     for batch in batches.as_numpy_iterator():
         length = batch["source_ids"].shape[1]
         assert length + 1 in boundaries
@@ -106,6 +112,9 @@ def test_pad_to_bucket_boundary_gives_static_bucket_shapes():
 
 
 def test_sequence_length_is_the_longer_side():
-    element = {"source_ids": tf.zeros([5], tf.int32), "target_ids": tf.zeros([9], tf.int32),
-               "labels": tf.zeros([9], tf.int32)}
+    element = {
+        "source_ids": tf.zeros([5], tf.int32),
+        "target_ids": tf.zeros([9], tf.int32),
+        "labels": tf.zeros([9], tf.int32),
+    }
     assert int(batching.sequence_length(element)) == 9

@@ -122,22 +122,29 @@ def test_bad_settings():
 
 
 def test_mix_one_epoch_has_every_pair_of_every_corpus_once(tmp_path):
-    first = corpora.TextPairCorpus(_write(tmp_path / "1.en", [f"a{i}" for i in range(50)]),
-                                   _write(tmp_path / "1.de", [f"A{i}" for i in range(50)]))
-    second = corpora.TextPairCorpus(_write(tmp_path / "2.en", [f"b{i}" for i in range(20)]),
-                                    _write(tmp_path / "2.de", [f"B{i}" for i in range(20)]),
-                                    weight=3)
-    pairs = _dataset_pairs(corpora.mix_corpora([first, second], repeat=False,
-                                               shuffle_buffer=100, seed=3))
+    first = corpora.TextPairCorpus(
+        _write(tmp_path / "1.en", [f"a{i}" for i in range(50)]),
+        _write(tmp_path / "1.de", [f"A{i}" for i in range(50)]),
+    )
+    second = corpora.TextPairCorpus(
+        _write(tmp_path / "2.en", [f"b{i}" for i in range(20)]),
+        _write(tmp_path / "2.de", [f"B{i}" for i in range(20)]),
+        weight=3,
+    )
+    pairs = _dataset_pairs(
+        corpora.mix_corpora([first, second], repeat=False, shuffle_buffer=100, seed=3)
+    )
     assert _checksum(pairs) == _checksum(list(first.pairs()) + list(second.pairs()))
     assert len(pairs) == 70
 
 
 def test_mix_with_repeat_samples_by_weight(tmp_path):
-    first = corpora.TextPairCorpus(_write(tmp_path / "1.en", ["a"] * 500),
-                                   _write(tmp_path / "1.de", ["A"] * 500), weight=1)
-    second = corpora.TextPairCorpus(_write(tmp_path / "2.en", ["b"] * 500),
-                                    _write(tmp_path / "2.de", ["B"] * 500), weight=3)
+    first = corpora.TextPairCorpus(
+        _write(tmp_path / "1.en", ["a"] * 500), _write(tmp_path / "1.de", ["A"] * 500), weight=1
+    )
+    second = corpora.TextPairCorpus(
+        _write(tmp_path / "2.en", ["b"] * 500), _write(tmp_path / "2.de", ["B"] * 500), weight=3
+    )
     mixed = corpora.mix_corpora([first, second], repeat=True, seed=5).take(4000)
     counts = collections.Counter(source for source, _ in _dataset_pairs(mixed))
     # Binomial(4000, 0.75): standard deviation about 27 pairs; 150 is over 5 of them.

@@ -33,8 +33,10 @@ def _multi30k(split="train"):
 
 
 def _batches(dataset):
-    return [(inputs["source_ids"], inputs["target_ids"], labels)
-            for inputs, labels in dataset.as_numpy_iterator()]
+    return [
+        (inputs["source_ids"], inputs["target_ids"], labels)
+        for inputs, labels in dataset.as_numpy_iterator()
+    ]
 
 
 def _rows(batches):
@@ -42,8 +44,9 @@ def _rows(batches):
     for source, target, labels in batches:
         for row in range(source.shape[0]):
             # Id 0 is pad and nothing else, so the non-zero ids are the sequence.
-            yield tuple(tuple(int(i) for i in ids[row][ids[row] != 0])
-                        for ids in (source, target, labels))
+            yield tuple(
+                tuple(int(i) for i in ids[row][ids[row] != 0]) for ids in (source, target, labels)
+            )
 
 
 def _checksum(rows):
@@ -56,14 +59,17 @@ def reference_pairs():
     """multi30k train encoded by the Python SentencePiece library, independently of tf.data."""
     processor = multi30k_vocabulary().processor
     source_path, target_path = multi30k_paths(shared_data_dir())
-    return [(processor.encode(s), processor.encode(t))
-            for s, t in zip(read_text_lines(source_path), read_text_lines(target_path))]
+    return [
+        (processor.encode(s), processor.encode(t))
+        for s, t in zip(read_text_lines(source_path), read_text_lines(target_path))
+    ]
 
 
 @pytest.fixture(scope="module")
 def epoch_at_4096():
-    pipeline = data_pipeline.TranslationPipeline(_multi30k(), multi30k_vocabulary(),
-                                                 token_budget=4096, max_length=32)
+    pipeline = data_pipeline.TranslationPipeline(
+        _multi30k(), multi30k_vocabulary(), token_budget=4096, max_length=32
+    )
     return pipeline, _batches(pipeline.dataset(seed=11))
 
 
@@ -75,8 +81,11 @@ def test_one_epoch_holds_every_pair_once_except_reported_filtered(reference_pair
         for s, t in reference_pairs
         if s and t and len(s) + 1 <= max_length and len(t) + 1 <= max_length
     ]
-    too_long = sum(1 for s, t in reference_pairs
-                   if s and t and (len(s) + 1 > max_length or len(t) + 1 > max_length))
+    too_long = sum(
+        1
+        for s, t in reference_pairs
+        if s and t and (len(s) + 1 > max_length or len(t) + 1 > max_length)
+    )
     empty = sum(1 for s, t in reference_pairs if not s or not t)
     assert too_long > 0  # max_length 32 is short enough to exercise the filter
     rows = list(_rows(batches))
@@ -104,8 +113,9 @@ def test_every_batch_respects_the_budget_and_padding_is_low(epoch_at_4096):
         padded += source.size + labels.size
         # Decoder input is the labels shifted right behind bos.
         assert (target[:, 0] == BOS).all()
-        np.testing.assert_array_equal(target[:, 1:],
-                                      np.where(labels[:, :-1] == EOS, 0, labels[:, :-1]))
+        np.testing.assert_array_equal(
+            target[:, 1:], np.where(labels[:, :-1] == EOS, 0, labels[:, :-1])
+        )
         lengths = np.count_nonzero(labels, axis=1)
         assert (labels[np.arange(len(labels)), lengths - 1] == EOS).all()
     assert 1 - real / padded < 0.15
@@ -113,8 +123,9 @@ def test_every_batch_respects_the_budget_and_padding_is_low(epoch_at_4096):
 
 def test_budget_4096_at_max_length_256_and_report_log(caplog):
     with caplog.at_level("INFO"):
-        dataset = data_pipeline.make_dataset(_multi30k("val"), multi30k_vocabulary(),
-                                             token_budget=4096, max_length=256, seed=1)
+        dataset = data_pipeline.make_dataset(
+            _multi30k("val"), multi30k_vocabulary(), token_budget=4096, max_length=256, seed=1
+        )
     assert "1014 of 1014 pairs kept" in caplog.text
     real = padded = 0
     for inputs, labels in dataset.as_numpy_iterator():
@@ -126,8 +137,9 @@ def test_budget_4096_at_max_length_256_and_report_log(caplog):
 
 def test_same_seed_same_batches_other_seed_other_order():
     def first_batches(seed):
-        pipeline = data_pipeline.TranslationPipeline(_multi30k("val"), multi30k_vocabulary(),
-                                                     token_budget=1024, max_length=64)
+        pipeline = data_pipeline.TranslationPipeline(
+            _multi30k("val"), multi30k_vocabulary(), token_budget=1024, max_length=64
+        )
         return _batches(pipeline.dataset(seed=seed))
 
     first, again, other = first_batches(5), first_batches(5), first_batches(6)
@@ -140,14 +152,15 @@ def test_same_seed_same_batches_other_seed_other_order():
 
 
 def test_repeat_gives_only_full_even_batches_across_epochs():
-    pipeline = data_pipeline.TranslationPipeline(_multi30k("val"), multi30k_vocabulary(),
-                                                 token_budget=512, max_length=64,
-                                                 num_replicas=2)
+    pipeline = data_pipeline.TranslationPipeline(
+        _multi30k("val"), multi30k_vocabulary(), token_budget=512, max_length=64, num_replicas=2
+    )
     report = pipeline.report()
     sizes = dict(zip(range(len(pipeline.batch_sizes)), pipeline.batch_sizes))
     boundaries = pipeline.boundaries
-    for inputs, labels in pipeline.dataset(seed=3, repeat=True).take(
-            3 * report.batches_per_epoch).as_numpy_iterator():
+    for inputs, labels in (
+        pipeline.dataset(seed=3, repeat=True).take(3 * report.batches_per_epoch).as_numpy_iterator()
+    ):
         rows = labels.shape[0]
         longest = max(inputs["source_ids"].shape[1], labels.shape[1])
         assert rows == sizes[int(np.searchsorted(boundaries, longest, side="right"))]
@@ -162,18 +175,21 @@ def test_empty_lines_are_dropped_and_counted(tmp_path, caplog):
     (tmp_path / "e.de").write_text("Ein Hund.\nLeer.\n   \nEin Mann.\n", encoding="utf-8")
     corpus = TextPairCorpus(tmp_path / "e.en", tmp_path / "e.de")
     with caplog.at_level("WARNING"):
-        dataset = data_pipeline.make_dataset(corpus, multi30k_vocabulary(), token_budget=64,
-                                             max_length=32, seed=0)
+        dataset = data_pipeline.make_dataset(
+            corpus, multi30k_vocabulary(), token_budget=64, max_length=32, seed=0
+        )
     assert "left out 2 pairs with an empty side" in caplog.text
     assert sum(labels.shape[0] for _, labels in dataset.as_numpy_iterator()) == 2
 
 
 def test_cache_gives_the_same_batches_and_is_reused(tmp_path):
     vocabulary = multi30k_vocabulary()
-    plain = data_pipeline.TranslationPipeline(_multi30k("val"), vocabulary, token_budget=1024,
-                                              max_length=64)
-    cached = data_pipeline.TranslationPipeline(_multi30k("val"), vocabulary, token_budget=1024,
-                                               max_length=64, cache_dir=str(tmp_path))
+    plain = data_pipeline.TranslationPipeline(
+        _multi30k("val"), vocabulary, token_budget=1024, max_length=64
+    )
+    cached = data_pipeline.TranslationPipeline(
+        _multi30k("val"), vocabulary, token_budget=1024, max_length=64, cache_dir=str(tmp_path)
+    )
     assert cached.report() == plain.report()
     (entry,) = os.listdir(tmp_path)
     assert os.path.exists(tmp_path / entry / "complete")
@@ -181,16 +197,18 @@ def test_cache_gives_the_same_batches_and_is_reused(tmp_path):
     for a, b in zip(_batches(plain.dataset(seed=2)), _batches(cached.dataset(seed=2))):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
-    again = data_pipeline.TranslationPipeline(_multi30k("val"), vocabulary, token_budget=1024,
-                                              max_length=64, cache_dir=str(tmp_path))
+    again = data_pipeline.TranslationPipeline(
+        _multi30k("val"), vocabulary, token_budget=1024, max_length=64, cache_dir=str(tmp_path)
+    )
     assert again.report() == plain.report() and os.listdir(tmp_path) == [entry]
 
 
 def test_dataset_survives_reseeding_after_it_is_made():
     import keras
 
-    dataset = data_pipeline.make_dataset(_multi30k("val"), multi30k_vocabulary(),
-                                         token_budget=1024, max_length=64, seed=1)
+    dataset = data_pipeline.make_dataset(
+        _multi30k("val"), multi30k_vocabulary(), token_budget=1024, max_length=64, seed=1
+    )
     # Reseeding clears TensorFlow's eager kernel cache; the tokenizer must not live there.
     keras.utils.set_random_seed(99)
     assert sum(labels.shape[0] for _, labels in dataset.as_numpy_iterator()) == 1014
@@ -198,8 +216,9 @@ def test_dataset_survives_reseeding_after_it_is_made():
 
 def test_several_corpora_one_epoch(tmp_path):
     val, test = _multi30k("val"), _multi30k("test_2016_flickr")
-    pipeline = data_pipeline.TranslationPipeline([val, test], multi30k_vocabulary(),
-                                                 token_budget=1024, max_length=128)
+    pipeline = data_pipeline.TranslationPipeline(
+        [val, test], multi30k_vocabulary(), token_budget=1024, max_length=128
+    )
     assert pipeline.report().pairs_read == 2014
     rows = list(_rows(_batches(pipeline.dataset(seed=4))))
     assert len(rows) == 2014 == pipeline.report().pairs_kept
@@ -208,13 +227,18 @@ def test_several_corpora_one_epoch(tmp_path):
 def test_settings_errors(tmp_path):
     vocabulary = multi30k_vocabulary()
     with pytest.raises(UserInputError, match="cannot hold one pair"):
-        data_pipeline.TranslationPipeline(_multi30k("val"), vocabulary, token_budget=100,
-                                          max_length=256)
+        data_pipeline.TranslationPipeline(
+            _multi30k("val"), vocabulary, token_budget=100, max_length=256
+        )
     (tmp_path / "t.en").write_text("A dog.\n", encoding="utf-8")
     (tmp_path / "t.de").write_text("Ein Hund.\n", encoding="utf-8")
-    tiny = data_pipeline.TranslationPipeline(TextPairCorpus(tmp_path / "t.en", tmp_path / "t.de"),
-                                             vocabulary, token_budget=256, max_length=64,
-                                             num_replicas=2)
+    tiny = data_pipeline.TranslationPipeline(
+        TextPairCorpus(tmp_path / "t.en", tmp_path / "t.de"),
+        vocabulary,
+        token_budget=256,
+        max_length=64,
+        num_replicas=2,
+    )
     with pytest.raises(UserInputError, match="does not fill a single batch"):
         tiny.dataset(seed=0)
     with pytest.raises(UserInputError, match="does not exist"):
@@ -273,20 +297,29 @@ def test_mirrored_strategy_two_logical_cpus_even_shares_and_fit_runs(tmp_path):
     # The first 300 pairs of multi30k val: enough for full and partial batches, and few
     # batch shapes for fit to trace.
     source, target = tmp_path / "val.en", tmp_path / "val.de"
-    for path, lines in zip((source, target), map(read_text_lines,
-                                                 multi30k_paths(shared_data_dir(), "val"))):
+    for path, lines in zip(
+        (source, target), map(read_text_lines, multi30k_paths(shared_data_dir(), "val"))
+    ):
         path.write_text("".join(line + "\n" for line in lines[:300]), encoding="utf-8")
     script = tmp_path / "mirrored.py"
     script.write_text(_MIRRORED_SCRIPT, encoding="utf-8")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow",
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        KERAS_BACKEND="tensorflow",
+        PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     completed = subprocess.run(
         [sys.executable, str(script), vocabulary.path, str(source), str(target)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=str(REPO),
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     line = next(line for line in completed.stdout.splitlines() if line.startswith("RESULT "))
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     assert result["replicas"] == 2
     for share in result["shares"]:
         (first, second) = share["labels"]

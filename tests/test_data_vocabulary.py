@@ -47,7 +47,11 @@ def test_special_ids_and_size():
     pieces = [vocabulary.processor.id_to_piece(i) for i in range(4)]
     assert pieces == ["<pad>", "<unk>", "<s>", "</s>"]
     assert (vocabulary.pad_id, vocabulary.unk_id, vocabulary.bos_id, vocabulary.eos_id) == (
-        0, 1, 2, 3)
+        0,
+        1,
+        2,
+        3,
+    )
     assert int(vocabulary.make_tokenizer().vocab_size()) == TEST_VOCAB_SIZE
 
 
@@ -61,8 +65,9 @@ def test_round_trip_newstest2013(language):
     # News text has characters multi30k never showed the trainer: byte fallback, not <unk>.
     assert int(tf.reduce_sum(tf.cast(ids.flat_values == vocab.UNK_ID, tf.int32))) == 0
     decoded = [text.decode("utf-8") for text in vocabulary.detokenize(ids).numpy()]
-    mismatches = [(line, out) for line, out in zip(lines, decoded)
-                  if out != _reference_normalization(line)]
+    mismatches = [
+        (line, out) for line, out in zip(lines, decoded) if out != _reference_normalization(line)
+    ]
     assert not mismatches, mismatches[:3]
     # The Python path agrees with the TensorFlow op, and `normalize` documents the result.
     for line in lines[:200]:
@@ -92,10 +97,12 @@ def test_decode_reads_ids_past_the_last_piece_as_unk():
 def test_unigram_model_type_and_determinism(tmp_path):
     source, target = multi30k_paths(shared_data_dir(), "val")
     corpus = TextPairCorpus(source, target)
-    first = vocab.train_vocabulary([corpus], str(tmp_path / "a"), vocab_size=1000,
-                                   model_type="unigram", num_threads=1, seed=3)
-    second = vocab.train_vocabulary([corpus], str(tmp_path / "b"), vocab_size=1000,
-                                    model_type="unigram", num_threads=1, seed=3)
+    first = vocab.train_vocabulary(
+        [corpus], str(tmp_path / "a"), vocab_size=1000, model_type="unigram", num_threads=1, seed=3
+    )
+    second = vocab.train_vocabulary(
+        [corpus], str(tmp_path / "b"), vocab_size=1000, model_type="unigram", num_threads=1, seed=3
+    )
     assert first.size == 1000  # rounded up from 1000: already a multiple of 8
     assert first.model_proto == second.model_proto
     assert (tmp_path / "a.model").is_file() and (tmp_path / "a.vocab").is_file()
@@ -109,8 +116,12 @@ def test_size_the_text_cannot_fill_is_a_user_error(tmp_path):
     path_en.write_text("a b\n", encoding="utf-8")
     path_de.write_text("c d\n", encoding="utf-8")
     with pytest.raises(UserInputError, match="lower the vocabulary size"):
-        vocab.train_vocabulary([TextPairCorpus(path_en, path_de)], str(tmp_path / "v"),
-                               vocab_size=5000, byte_fallback=False)
+        vocab.train_vocabulary(
+            [TextPairCorpus(path_en, path_de)],
+            str(tmp_path / "v"),
+            vocab_size=5000,
+            byte_fallback=False,
+        )
 
 
 def test_loading_errors(tmp_path):
@@ -129,8 +140,9 @@ def test_model_with_other_special_ids_is_refused(tmp_path):
     text = read_text_lines(multi30k_paths(shared_data_dir(), "val")[0])
     model = io.BytesIO()
     # SentencePiece's own defaults: unk 0, bos 1, eos 2, no pad.
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(text), model_writer=model,
-                                             vocab_size=500, minloglevel=2)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_writer=model, vocab_size=500, minloglevel=2
+    )
     with pytest.raises(UserInputError, match=r"pad=-1, unk=0, bos=1, eos=2.*retrain"):
         vocab.SubwordVocabulary(model.getvalue(), path="other.model")
 
@@ -138,8 +150,22 @@ def test_model_with_other_special_ids_is_refused(tmp_path):
 def test_cli_vocab_trains_and_reports(tmp_path, capsys):
     source, target = multi30k_paths(shared_data_dir(), "val")
     prefix = tmp_path / "cli" / "ende"
-    status = cli_main(["vocab", "--pair", str(source), str(target), "--vocab-size", "1001",
-                       "--model-type", "unigram", "--output", str(prefix), "--threads", "1"])
+    status = cli_main(
+        [
+            "vocab",
+            "--pair",
+            str(source),
+            str(target),
+            "--vocab-size",
+            "1001",
+            "--model-type",
+            "unigram",
+            "--output",
+            str(prefix),
+            "--threads",
+            "1",
+        ]
+    )
     assert status == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["vocab_size"] == 1008 and summary["model_type"] == "unigram"
@@ -151,8 +177,16 @@ def test_cli_vocab_trains_and_reports(tmp_path, capsys):
 def test_cli_vocab_bad_input_is_one_clear_line(tmp_path, capsys):
     (tmp_path / "a.en").write_text("x\ny\n", encoding="utf-8")
     (tmp_path / "a.de").write_text("x\n", encoding="utf-8")
-    status = cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
-                       "--output", str(tmp_path / "v")])
+    status = cli_main(
+        [
+            "vocab",
+            "--pair",
+            str(tmp_path / "a.en"),
+            str(tmp_path / "a.de"),
+            "--output",
+            str(tmp_path / "v"),
+        ]
+    )
     assert status == 2
     error = capsys.readouterr().err
     assert "a.en" in error and "a.de" in error and "2 lines" in error and "1 lines" in error
@@ -161,13 +195,39 @@ def test_cli_vocab_bad_input_is_one_clear_line(tmp_path, capsys):
     assert "at least one corpus" in capsys.readouterr().err
     # 0 is the user's value, refused as too small (not taken as "unset": the preset's 37000).
     (tmp_path / "a.de").write_text("x\ny\n", encoding="utf-8")
-    assert cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
-                     "--vocab-size", "0", "--output", str(tmp_path / "v")]) == 2
+    assert (
+        cli_main(
+            [
+                "vocab",
+                "--pair",
+                str(tmp_path / "a.en"),
+                str(tmp_path / "a.de"),
+                "--vocab-size",
+                "0",
+                "--output",
+                str(tmp_path / "v"),
+            ]
+        )
+        == 2
+    )
     assert "vocabulary size 0 is too small" in capsys.readouterr().err
     # A file where the output's folder should be: one line, not a FileExistsError traceback.
     (tmp_path / "afile").write_text("not a folder")
-    assert cli_main(["vocab", "--pair", str(tmp_path / "a.en"), str(tmp_path / "a.de"),
-                     "--vocab-size", "8", "--output", str(tmp_path / "afile" / "v")]) == 2
+    assert (
+        cli_main(
+            [
+                "vocab",
+                "--pair",
+                str(tmp_path / "a.en"),
+                str(tmp_path / "a.de"),
+                "--vocab-size",
+                "8",
+                "--output",
+                str(tmp_path / "afile" / "v"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert f"cannot make the folder {str(tmp_path / 'afile')!r}" in error
     assert "Traceback" not in error

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from tests._decoding_fixtures import tiny_model, train_char_vocabulary
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import Translator, translate
+from tests._decoding_fixtures import tiny_model, train_char_vocabulary
 
 # (settings, the error's text), written out by hand from the documented table.
 OUT_OF_RANGE = [
@@ -20,31 +20,46 @@ OUT_OF_RANGE = [
     ({"beam_size": True}, "beam_size=True is out of range: it must be an integer in [1, inf]"),
     ({"alpha": math.nan}, "alpha=nan is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": math.inf}, "alpha=inf is out of range: it must be a finite number in [0.0, 10.0]"),
-    ({"alpha": -math.inf},
-     "alpha=-inf is out of range: it must be a finite number in [0.0, 10.0]"),
+    ({"alpha": -math.inf}, "alpha=-inf is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": -0.5}, "alpha=-0.5 is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": 10.5}, "alpha=10.5 is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": "0.6"}, "alpha=0.6 is out of range: it must be a finite number in [0.0, 10.0]"),
-    ({"max_extra_length": -1},
-     "max_extra_length=-1 is out of range: it must be an integer in [0, 65536]"),
-    ({"max_extra_length": 65537},
-     "max_extra_length=65537 is out of range: it must be an integer in [0, 65536]"),
-    ({"max_extra_length": 2 ** 31 - 1},
-     "max_extra_length=2147483647 is out of range: it must be an integer in [0, 65536]"),
-    ({"max_extra_length": 1.5},
-     "max_extra_length=1.5 is out of range: it must be an integer in [0, 65536]"),
-    ({"num_hypotheses": 0, "beam_size": 4},
-     "num_hypotheses=0 is out of range: it must be an integer in [1, 4]"),
-    ({"num_hypotheses": 5, "beam_size": 4},
-     "num_hypotheses=5 is out of range: it must be an integer in [1, 4]"),
+    (
+        {"max_extra_length": -1},
+        "max_extra_length=-1 is out of range: it must be an integer in [0, 65536]",
+    ),
+    (
+        {"max_extra_length": 65537},
+        "max_extra_length=65537 is out of range: it must be an integer in [0, 65536]",
+    ),
+    (
+        {"max_extra_length": 2**31 - 1},
+        "max_extra_length=2147483647 is out of range: it must be an integer in [0, 65536]",
+    ),
+    (
+        {"max_extra_length": 1.5},
+        "max_extra_length=1.5 is out of range: it must be an integer in [0, 65536]",
+    ),
+    (
+        {"num_hypotheses": 0, "beam_size": 4},
+        "num_hypotheses=0 is out of range: it must be an integer in [1, 4]",
+    ),
+    (
+        {"num_hypotheses": 5, "beam_size": 4},
+        "num_hypotheses=5 is out of range: it must be an integer in [1, 4]",
+    ),
 ]
 
 IN_RANGE = [
     {"beam_size": 1, "num_hypotheses": 1},
     {"beam_size": 4, "num_hypotheses": 4},
     {"beam_size": np.int32(3), "num_hypotheses": np.int64(2)},
-    {"alpha": 0.0}, {"alpha": 0}, {"alpha": 10.0}, {"alpha": np.float32(0.6)},
-    {"max_extra_length": 0}, {"max_extra_length": 65536},
+    {"alpha": 0.0},
+    {"alpha": 0},
+    {"alpha": 10.0},
+    {"alpha": np.float32(0.6)},
+    {"max_extra_length": 0},
+    {"max_extra_length": 65536},
 ]
 
 
@@ -62,13 +77,20 @@ def test_bounds_are_inclusive(settings):
 
 def test_max_beam_size_and_labels():
     check_decoding_settings(beam_size=8, max_beam_size=8)
-    with pytest.raises(UserInputError, match=r"^beam_size=9 is out of range: it must be an "
-                                             r"integer in \[1, 8\]$"):
+    with pytest.raises(
+        UserInputError,
+        match=r"^beam_size=9 is out of range: it must be an "
+        r"integer in \[1, 8\]$",
+    ):
         check_decoding_settings(beam_size=9, max_beam_size=8)
-    with pytest.raises(UserInputError, match=r"^--n-best=5 is out of range: it must be an "
-                                             r"integer in \[1, 4\]$"):
-        check_decoding_settings(beam_size=4, num_hypotheses=5, labels={"num_hypotheses":
-                                                                       "--n-best"})
+    with pytest.raises(
+        UserInputError,
+        match=r"^--n-best=5 is out of range: it must be an "
+        r"integer in \[1, 4\]$",
+    ):
+        check_decoding_settings(
+            beam_size=4, num_hypotheses=5, labels={"num_hypotheses": "--n-best"}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +100,13 @@ def vocabulary_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translator(vocabulary_path):
-    return Translator(tiny_model(vocab_size=25, max_length=32), vocabulary_path, beam_size=4,
-                      max_extra_length=3)
+    return Translator(
+        tiny_model(vocab_size=25, max_length=32), vocabulary_path, beam_size=4, max_extra_length=3
+    )
 
 
 @pytest.mark.parametrize("settings,message", OUT_OF_RANGE)
-def test_translator_and_translate_apply_the_rule(settings, message, vocabulary_path,
-                                                 translator):
+def test_translator_and_translate_apply_the_rule(settings, message, vocabulary_path, translator):
     model = translator.model
     with pytest.raises(UserInputError) as error:
         Translator(model, vocabulary_path, **settings)
@@ -99,10 +121,12 @@ def test_translator_and_translate_apply_the_rule(settings, message, vocabulary_p
 
 
 def test_translator_accepts_the_bounds(translator, vocabulary_path):
-    n_best = Translator(translator.model, vocabulary_path, beam_size=4, num_hypotheses=4,
-                        max_extra_length=3).translate(["a dog", "hello"])
+    n_best = Translator(
+        translator.model, vocabulary_path, beam_size=4, num_hypotheses=4, max_extra_length=3
+    ).translate(["a dog", "hello"])
     assert [len(hypotheses) for hypotheses in n_best] == [4, 4]
     for settings in ({"alpha": 0.0}, {"alpha": 10.0}, {"max_extra_length": 0}):
-        result = Translator(translator.model, vocabulary_path, beam_size=1,
-                            **{"max_extra_length": 3, **settings}).translate(["a dog"])
+        result = Translator(
+            translator.model, vocabulary_path, beam_size=1, **{"max_extra_length": 3, **settings}
+        ).translate(["a dog"])
         assert isinstance(result[0], str)

@@ -21,14 +21,17 @@ def test_keeps_with_probability_one_minus_rate_and_scales_kept_units(policy):
     kept = out != 0
     # 51200 Bernoulli(0.7) draws: the keep fraction is within 4 standard deviations of 0.7.
     assert abs(kept.mean() - (1 - rate)) < 4 * np.sqrt(rate * (1 - rate) / kept.size)
-    np.testing.assert_allclose(out[kept], reference[kept], rtol=1e-2 if "bfloat16" in policy
-                               else 1e-6)
+    np.testing.assert_allclose(
+        out[kept], reference[kept], rtol=1e-2 if "bfloat16" in policy else 1e-6
+    )
 
 
 def test_inference_and_rate_zero_are_the_identity():
     x = ops.cast(np.arange(12, dtype="float32").reshape(3, 4), "bfloat16")
-    for layer, training in [(Dropout(0.5, dtype="mixed_bfloat16"), False),
-                            (Dropout(0.0, dtype="mixed_bfloat16"), True)]:
+    for layer, training in [
+        (Dropout(0.5, dtype="mixed_bfloat16"), False),
+        (Dropout(0.0, dtype="mixed_bfloat16"), True),
+    ]:
         np.testing.assert_array_equal(_numpy(layer(x, training=training)), _numpy(x))
 
 

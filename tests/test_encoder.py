@@ -20,7 +20,8 @@ def test_encoder_layer_is_two_post_norm_sublayers():
     ffn = layer.feed_forward
     # LayerNorm(x + MultiHead(x, x, x)), then LayerNorm(h + FFN(h)) (3.1, 5.4; dropout off)
     h = _norm(layer.self_attention_residual)(
-        x + reference.multi_head_attention(layer.self_attention, x, x, mask))
+        x + reference.multi_head_attention(layer.self_attention, x, x, mask)
+    )
     inner = np.maximum(0, reference.dense(h, ffn.inner_dense))
     expected = _norm(layer.feed_forward_residual)(h + reference.dense(inner, ffn.output_dense))
     np.testing.assert_allclose(out, expected, atol=1e-4)
@@ -41,14 +42,26 @@ def test_stack_has_n_layers_and_a_final_norm_only_with_pre_norm():
     assert pre.final_norm is not None
     # Dropout acts on the embedding + position sum in training only.
     dropping = TransformerEncoder(**{**args, "num_layers": 1}, dropout=0.5)
-    np.testing.assert_allclose(ops.convert_to_numpy(dropping(x, training=False)),
-                               ops.convert_to_numpy(dropping(x, training=False)))
-    assert not np.allclose(ops.convert_to_numpy(dropping(x, training=True)),
-                           ops.convert_to_numpy(dropping(x, training=False)))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(dropping(x, training=False)),
+        ops.convert_to_numpy(dropping(x, training=False)),
+    )
+    assert not np.allclose(
+        ops.convert_to_numpy(dropping(x, training=True)),
+        ops.convert_to_numpy(dropping(x, training=False)),
+    )
 
 
 def test_get_config_round_trips():
-    layer = TransformerEncoder(num_layers=2, num_heads=2, key_dim=4, value_dim=6, d_ff=16,
-                               dropout=0.2, positional="learned", max_length=9)
+    layer = TransformerEncoder(
+        num_layers=2,
+        num_heads=2,
+        key_dim=4,
+        value_dim=6,
+        d_ff=16,
+        dropout=0.2,
+        positional="learned",
+        max_length=9,
+    )
     config = TransformerEncoder.from_config(layer.get_config()).get_config()
     assert config == layer.get_config()

@@ -7,13 +7,26 @@ import pytest
 import sacrebleu
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.evaluation import (EvaluationReport, evaluate, headline_json,
-                                          paper_bleu, split_compounds)
+from keras_transformer.evaluation import (
+    EvaluationReport,
+    evaluate,
+    headline_json,
+    paper_bleu,
+    split_compounds,
+)
 
-HYPOTHESES = ["Der Hund bellt laut im Garten.", "Das ist ein Know-how-Transfer.",
-              "Sie las das Buch gestern Abend.", "Wir fahren morgen nach Berlin."]
-REFERENCES = ["Der Hund bellt im Garten laut.", "Das ist ein Know-how-Transfer.",
-              "Gestern Abend las sie das Buch.", "Morgen fahren wir nach Berlin."]
+HYPOTHESES = [
+    "Der Hund bellt laut im Garten.",
+    "Das ist ein Know-how-Transfer.",
+    "Sie las das Buch gestern Abend.",
+    "Wir fahren morgen nach Berlin.",
+]
+REFERENCES = [
+    "Der Hund bellt im Garten laut.",
+    "Das ist ein Know-how-Transfer.",
+    "Gestern Abend las sie das Buch.",
+    "Morgen fahren wir nach Berlin.",
+]
 
 
 def test_evaluate_matches_sacrebleu_corpus_bleu_and_chrf():
@@ -54,7 +67,8 @@ def test_split_compounds_follows_the_perl_substitution():
     assert split_compounds("a-b-c") == "a ##AT##-##AT## b-c"
     assert split_compounds("a - b") == "a - b"
     assert split_compounds("E-Mail-Adresse und US-Präsident") == (
-        "E ##AT##-##AT## Mail ##AT##-##AT## Adresse und US ##AT##-##AT## Präsident")
+        "E ##AT##-##AT## Mail ##AT##-##AT## Adresse und US ##AT##-##AT## Präsident"
+    )
 
 
 def test_paper_bleu_is_labelled_and_differs_from_sacrebleu():
@@ -65,7 +79,8 @@ def test_paper_bleu_is_labelled_and_differs_from_sacrebleu():
     # Splitting compounds adds matched tokens for the identical second segment: more matches.
     assert report.paper_bleu != pytest.approx(report.bleu)
     assert paper_bleu(["Das ist ein Test-Satz."], ["Das ist ein Test-Satz."])[0] == (
-        pytest.approx(100.0))
+        pytest.approx(100.0)
+    )
     line = json.loads(headline_json(report, seconds=1.5))
     assert line["bleu"] == round(report.bleu, 2) and line["seconds"] == 1.5
     assert "paper_bleu_not_sacrebleu" in line
@@ -86,12 +101,14 @@ def test_moses_lowercase_bleu_scores_lower_cased_moses_tokens():
     hypotheses = ["Ein Mann fährt Fahrrad, nicht wahr?", "Zwei Hunde spielen im Schnee."]
     references = ["ein Mann fährt ein Fahrrad, oder?", "Zwei hunde spielen im Schnee ."]
     # The same text tokenized by hand as Moses does (punctuation split off), lower-cased.
-    tokenized_hypotheses = ["ein mann fährt fahrrad , nicht wahr ?",
-                            "zwei hunde spielen im schnee ."]
-    tokenized_references = ["ein mann fährt ein fahrrad , oder ?",
-                            "zwei hunde spielen im schnee ."]
-    expected = sacrebleu.corpus_bleu(tokenized_hypotheses, [tokenized_references],
-                                     tokenize="none").score
+    tokenized_hypotheses = [
+        "ein mann fährt fahrrad , nicht wahr ?",
+        "zwei hunde spielen im schnee .",
+    ]
+    tokenized_references = ["ein mann fährt ein fahrrad , oder ?", "zwei hunde spielen im schnee ."]
+    expected = sacrebleu.corpus_bleu(
+        tokenized_hypotheses, [tokenized_references], tokenize="none"
+    ).score
     score, how = moses_lowercase_bleu(hypotheses, references, language="de")
     assert score == pytest.approx(expected, abs=1e-9)
     assert "lower-cased" in how and "not comparable" in how

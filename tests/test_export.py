@@ -27,21 +27,42 @@ MAX_EXTRA = 6  # short outputs keep a random model's decoding fast
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     paths = write_number_expressions(root / "corpus", seed=0, sizes=(("train", 3000),))
-    vocabulary = train_vocabulary([TextPairCorpus(*paths["train"])], str(root / "vocab"),
-                                  vocab_size=512)
+    vocabulary = train_vocabulary(
+        [TextPairCorpus(*paths["train"])], str(root / "vocab"), vocab_size=512
+    )
     keras.utils.set_random_seed(0)
-    config = kt.TransformerConfig(vocab_size=vocabulary.size, num_layers=1, d_model=32,
-                                  d_ff=64, num_heads=4, max_length=48, dropout=0.0)
+    config = kt.TransformerConfig(
+        vocab_size=vocabulary.size,
+        num_layers=1,
+        d_model=32,
+        d_ff=64,
+        num_heads=4,
+        max_length=48,
+        dropout=0.0,
+    )
     model = kt.build_model(config)
     # Peaky distributions: random weights otherwise give near-ties that rounding can flip.
     model.target_embedding.embeddings.assign(model.target_embedding.embeddings * 4.0)
-    path = export_saved_model(model, vocabulary, "numbers", base_dir=root / "saved_models",
-                              max_beam_size=2, beam_size=2, alpha=0.6,
-                              max_extra_length=MAX_EXTRA)
+    path = export_saved_model(
+        model,
+        vocabulary,
+        "numbers",
+        base_dir=root / "saved_models",
+        max_beam_size=2,
+        beam_size=2,
+        alpha=0.6,
+        max_extra_length=MAX_EXTRA,
+    )
     loaded = tf.saved_model.load(str(path))
-    return {"root": root, "path": path, "model": model, "vocabulary": vocabulary,
-            "vocab_path": str(root / "vocab.model"), "serve": loaded.signatures[
-                "serving_default"], "loaded": loaded}
+    return {
+        "root": root,
+        "path": path,
+        "model": model,
+        "vocabulary": vocabulary,
+        "vocab_path": str(root / "vocab.model"),
+        "serve": loaded.signatures["serving_default"],
+        "loaded": loaded,
+    }
 
 
 def _translator(exported, **settings):
@@ -52,15 +73,31 @@ def _translator(exported, **settings):
 
 def _serve(exported, texts, **settings):
     inputs = {"text": tf.constant(texts, tf.string)}
-    inputs.update({k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
-                   for k, v in {"beam_size": 2, "alpha": 0.6, "max_extra_length": MAX_EXTRA,
-                                "num_hypotheses": 1, **settings}.items()})
+    inputs.update(
+        {
+            k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
+            for k, v in {
+                "beam_size": 2,
+                "alpha": 0.6,
+                "max_extra_length": MAX_EXTRA,
+                "num_hypotheses": 1,
+                **settings,
+            }.items()
+        }
+    )
     outputs = exported["serve"](**inputs)
     return {k: v.numpy() for k, v in outputs.items()}
 
 
-SENTENCES = ["four hundred twenty-one", "half past seven", "on March third",
-             "one red dog", "nineteen ninety-eight", "seventy-two green bottles", "in twenty ten"]
+SENTENCES = [
+    "four hundred twenty-one",
+    "half past seven",
+    "on March third",
+    "one red dog",
+    "nineteen ninety-eight",
+    "seventy-two green bottles",
+    "in twenty ten",
+]
 
 
 def test_layout_versions_and_never_overwrite(exported, monkeypatch):
@@ -69,8 +106,15 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch):
     assert (exported["path"] / "saved_model.pb").is_file()
     assert (exported["path"] / "variables").is_dir()
     with pytest.raises(UserInputError, match="already exists.*never overwrite"):
-        export_saved_model(exported["model"], exported["vocabulary"], "numbers", version=1,
-                           base_dir=model_dir.parent, max_beam_size=1, beam_size=1)
+        export_saved_model(
+            exported["model"],
+            exported["vocabulary"],
+            "numbers",
+            version=1,
+            base_dir=model_dir.parent,
+            max_beam_size=1,
+            beam_size=1,
+        )
 
     # A failed export leaves no version and no partial directory behind.
     def save_half_then_fail(obj, export_dir, *args, **kwargs):
@@ -82,8 +126,14 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch):
 
     monkeypatch.setattr(tf.saved_model, "save", save_half_then_fail)
     with pytest.raises(OSError, match="disk full"):
-        export_saved_model(exported["model"], exported["vocabulary"], "numbers",
-                           base_dir=model_dir.parent, max_beam_size=1, beam_size=1)
+        export_saved_model(
+            exported["model"],
+            exported["vocabulary"],
+            "numbers",
+            base_dir=model_dir.parent,
+            max_beam_size=1,
+            beam_size=1,
+        )
     assert sorted(p.name for p in model_dir.iterdir()) == ["1"]
 
 
@@ -92,8 +142,10 @@ def test_graph_holds_only_core_and_sentencepiece_ops(exported, tmp_path):
     assert {"SentencepieceTokenizeOp", "SentencepieceDetokenizeOp", "While"} <= set(ops)
     # The check catches what TF Serving cannot run: here a Python function.
     module = tf.Module()
-    module.f = tf.function(lambda x: tf.py_function(lambda y: y, [x], tf.float32),
-                           input_signature=[tf.TensorSpec([], tf.float32)])
+    module.f = tf.function(
+        lambda x: tf.py_function(lambda y: y, [x], tf.float32),
+        input_signature=[tf.TensorSpec([], tf.float32)],
+    )
     tf.saved_model.save(module, str(tmp_path / "py"), signatures=module.f)
     assert "EagerPyFunc" in saved_model_ops(tmp_path / "py")
     with pytest.raises(UserInputError, match="EagerPyFunc"):
@@ -108,8 +160,12 @@ def test_signature_equals_in_process_translate(exported):
 
 
 def test_per_request_settings_change_the_search_as_translate_does(exported):
-    for settings in ({"beam_size": 1}, {"alpha": 0.0}, {"alpha": 1.5}, {"beam_size": 1,
-                                                                         "max_extra_length": 2}):
+    for settings in (
+        {"beam_size": 1},
+        {"alpha": 0.0},
+        {"alpha": 1.5},
+        {"beam_size": 1, "max_extra_length": 2},
+    ):
         served = _serve(exported, SENTENCES, **settings)
         translator = _translator(exported, **settings)
         ids = [translator.vocabulary.encode(s) + [3] for s in SENTENCES]
@@ -123,28 +179,39 @@ def test_per_request_settings_change_the_search_as_translate_does(exported):
     expected = _translator(exported, num_hypotheses=2).translate(SENTENCES)
     assert served["nbest_translations"].shape == (len(SENTENCES), 2)
     for row, hypotheses in enumerate(expected):
-        assert [t.decode() for t in served["nbest_translations"][row]] == [h for h, _ in
-                                                                            hypotheses]
+        assert [t.decode() for t in served["nbest_translations"][row]] == [h for h, _ in hypotheses]
 
 
 # Out-of-range settings for the fixture's export (max_beam_size 2): the cases of
 # tests/test_decoding_settings.py that a tensor can carry.
-BAD_SETTINGS = [{"beam_size": 0}, {"beam_size": 3}, {"alpha": float("nan")},
-                {"alpha": float("inf")}, {"alpha": -0.5}, {"alpha": 10.5},
-                {"max_extra_length": -1}, {"max_extra_length": 65537},
-                {"max_extra_length": 2 ** 31 - 1}, {"num_hypotheses": 0},
-                {"num_hypotheses": 2, "beam_size": 1}]
+BAD_SETTINGS = [
+    {"beam_size": 0},
+    {"beam_size": 3},
+    {"alpha": float("nan")},
+    {"alpha": float("inf")},
+    {"alpha": -0.5},
+    {"alpha": 10.5},
+    {"max_extra_length": -1},
+    {"max_extra_length": 65537},
+    {"max_extra_length": 2**31 - 1},
+    {"num_hypotheses": 0},
+    {"num_hypotheses": 2, "beam_size": 1},
+]
 THROUGH_TEXT = [{"alpha": float("inf")}, {"num_hypotheses": 2, "beam_size": 1}]
 
 
 @pytest.mark.parametrize("settings", BAD_SETTINGS)
 def test_out_of_range_settings_fail_as_translate_does(exported, settings):
-    full = {"beam_size": 2, "alpha": 0.6, "max_extra_length": MAX_EXTRA, "num_hypotheses": 1,
-            **settings}
+    full = {
+        "beam_size": 2,
+        "alpha": 0.6,
+        "max_extra_length": MAX_EXTRA,
+        "num_hypotheses": 1,
+        **settings,
+    }
     with pytest.raises(UserInputError) as python_error:
         check_decoding_settings(max_beam_size=2, **full)
-    tensors = {k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
-               for k, v in full.items()}
+    tensors = {k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32) for k, v in full.items()}
     signatures = [("translate_ids", {"source_ids": tf.constant([[5, 3]])})]
     if settings in THROUGH_TEXT:
         # Both signatures check through the same `_search`; a failed call costs seconds, so
@@ -157,14 +224,21 @@ def test_out_of_range_settings_fail_as_translate_does(exported, settings):
 
 
 def test_out_of_range_message_written_out():
-    with pytest.raises(UserInputError, match=r"^beam_size=3 is out of range: it must be an "
-                                             r"integer in \[1, 2\]$"):
+    with pytest.raises(
+        UserInputError,
+        match=r"^beam_size=3 is out of range: it must be an "
+        r"integer in \[1, 2\]$",
+    ):
         check_decoding_settings(beam_size=3, max_beam_size=2)
 
 
 def test_settings_at_their_bounds_are_served(exported):
-    for settings in ({"beam_size": 2, "num_hypotheses": 2}, {"alpha": 0.0}, {"alpha": 10.0},
-                     {"max_extra_length": 0}):
+    for settings in (
+        {"beam_size": 2, "num_hypotheses": 2},
+        {"alpha": 0.0},
+        {"alpha": 10.0},
+        {"max_extra_length": 0},
+    ):
         served = _serve(exported, SENTENCES[:2], **settings)
         assert served["translation"].shape == (2,), settings
 
@@ -172,9 +246,14 @@ def test_settings_at_their_bounds_are_served(exported):
 def test_export_defaults_follow_the_same_rule(exported, tmp_path):
     for settings in ({"alpha": -1.0}, {"beam_size": 3}, {"max_extra_length": -1}):
         with pytest.raises(UserInputError, match="is out of range"):
-            export_saved_model(exported["model"], exported["vocabulary"], "bad",
-                               base_dir=tmp_path, max_beam_size=2,
-                               **{"beam_size": 2, **settings})
+            export_saved_model(
+                exported["model"],
+                exported["vocabulary"],
+                "bad",
+                base_dir=tmp_path,
+                max_beam_size=2,
+                **{"beam_size": 2, **settings},
+            )
     assert not (tmp_path / "bad").exists()
 
 
@@ -184,16 +263,29 @@ def _pad(rows):
 
 
 def test_hostile_inputs_give_one_output_each_in_order(exported):
-    weird = ["", "   ", "\t\n", "x" * 10000, "control\x00\x07\x1bchars", "emoji 🎉🚀 ok",
-             "中文测试", "עברית مرحبا", "four hundred twenty-one"]
+    weird = [
+        "",
+        "   ",
+        "\t\n",
+        "x" * 10000,
+        "control\x00\x07\x1bchars",
+        "emoji 🎉🚀 ok",
+        "中文测试",
+        "עברית مرحبا",
+        "four hundred twenty-one",
+    ]
     served = _serve(exported, weird)
     assert served["translation"].shape == (len(weird),)
     assert list(served["translation"][:3]) == [b"", b"", b""]
     assert list(served["score"][:3]) == [0.0, 0.0, 0.0]
     # Invalid UTF-8 bytes go through the graph too.
-    raw = exported["serve"](text=tf.constant([b"\xff\xfe\xfd", b"ok"]),
-                            beam_size=tf.constant(1), alpha=tf.constant(0.6),
-                            max_extra_length=tf.constant(2), num_hypotheses=tf.constant(1))
+    raw = exported["serve"](
+        text=tf.constant([b"\xff\xfe\xfd", b"ok"]),
+        beam_size=tf.constant(1),
+        alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(2),
+        num_hypotheses=tf.constant(1),
+    )
     assert raw["translation"].shape == (2,)
     # Each output is the one its input gets alone: the batch keeps order.
     for index in (3, 5, 8):
@@ -230,7 +322,8 @@ def test_concurrent_calls(exported):
     assert len({(text, out) for text, out in results}) == len(SENTENCES)  # deterministic
 
 
-LOADER = textwrap.dedent("""
+LOADER = textwrap.dedent(
+    """
     import json, sys
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops, as TF Serving links them
@@ -240,7 +333,7 @@ LOADER = textwrap.dedent("""
     loaded = tf.saved_model.load(path)
     v2 = loaded.signatures["serving_default"](
         text=tf.constant(texts), beam_size=tf.constant(2), alpha=tf.constant(0.6),
-        max_extra_length=tf.constant(%d), num_hypotheses=tf.constant(1))
+        max_extra_length=tf.constant(MAX_EXTRA), num_hypotheses=tf.constant(1))
     v2 = [t.decode() for t in v2["translation"].numpy()]
     # A concrete function needs every input (the SignatureDef's defaults are not applied)...
     try:
@@ -275,13 +368,18 @@ LOADER = textwrap.dedent("""
     print(json.dumps({"v1": v1, "v2": v2, "defaults": sorted(signature.defaults),
                       "missing": missing, "text_only": text_only,
                       "text_only_signature": text_only_signature, "invalid": invalid}))
-""" % MAX_EXTRA)
+""".replace("MAX_EXTRA", str(MAX_EXTRA))
+)
 
 
 def test_loads_in_a_fresh_process_without_our_code(exported):
     result = subprocess.run(
         [sys.executable, "-c", LOADER, str(exported["path"]), json.dumps(SENTENCES)],
-        capture_output=True, text=True, timeout=600, cwd=exported["root"])
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=exported["root"],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
     expected = _translator(exported).translate(SENTENCES)

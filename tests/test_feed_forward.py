@@ -12,6 +12,5 @@ def test_equals_max_0_xw1_b1_w2_b2_at_each_position():
     hidden = np.maximum(0.0, reference.dense(x, layer.inner_dense))
     np.testing.assert_allclose(out, reference.dense(hidden, layer.output_dense), atol=1e-5)
     # Position-wise: one position alone gives the same result.
-    np.testing.assert_allclose(ops.convert_to_numpy(layer(x[:, 1:2]))[:, 0], out[:, 1],
-                               atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(x[:, 1:2]))[:, 0], out[:, 1], atol=1e-5)
     assert PositionwiseFeedForward.from_config(layer.get_config()).d_ff == 32

@@ -3,11 +3,10 @@
 import numpy as np
 from keras import ops
 
-from tests._decoding_fixtures import BOS, EOS, PAD, full_log_probs, tiny_model
 from keras_transformer.decoding import BeamSearch, greedy_search, length_penalty
+from tests._decoding_fixtures import BOS, EOS, PAD, full_log_probs, tiny_model
 
-SOURCES = np.array([[5, 6, 7, 8, 9, EOS], [4, EOS, 0, 0, 0, 0], [10, 9, 8, EOS, 0, 0]],
-                   "int32")
+SOURCES = np.array([[5, 6, 7, 8, 9, EOS], [4, EOS, 0, 0, 0, 0], [10, 9, 8, EOS, 0, 0]], "int32")
 
 
 def numpy_greedy(model, source_ids, max_extra_length):
@@ -30,8 +29,11 @@ def numpy_greedy(model, source_ids, max_extra_length):
 def unpack(result, sentence, rank=0):
     length = int(ops.convert_to_numpy(result.lengths)[sentence, rank])
     ids = ops.convert_to_numpy(result.ids)[sentence, rank]
-    return (ids[:length].tolist(), float(ops.convert_to_numpy(result.log_probs)[sentence, rank]),
-            float(ops.convert_to_numpy(result.scores)[sentence, rank]))
+    return (
+        ids[:length].tolist(),
+        float(ops.convert_to_numpy(result.log_probs)[sentence, rank]),
+        float(ops.convert_to_numpy(result.scores)[sentence, rank]),
+    )
 
 
 def test_greedy_matches_full_recomputation_loop():
@@ -43,7 +45,7 @@ def test_greedy_matches_full_recomputation_loop():
         assert ids == tokens
         assert abs(got_log_prob - log_prob) < 1e-4
         # Past the hypothesis everything is padding.
-        assert (ops.convert_to_numpy(result.ids)[sentence, 0, len(tokens):] == PAD).all()
+        assert (ops.convert_to_numpy(result.ids)[sentence, 0, len(tokens) :] == PAD).all()
 
 
 def test_greedy_respects_per_sentence_caps():
@@ -88,9 +90,11 @@ def test_beam_size_one_only_finishes_what_its_beam_holds():
     # x eos has probability 0.35. The runner-up eos of step 1 (0.4) was never in the beam and
     # must not be returned, although it scores higher.
     from tests._decoding_fixtures import UNK, MarkovDecoder, markov_table
+
     x = 4
-    table = markov_table(6, {BOS: {x: 0.5, EOS: 0.4, UNK: 0.05, 5: 0.05},
-                             x: {EOS: 0.7, UNK: 0.1, x: 0.1, 5: 0.1}})
+    table = markov_table(
+        6, {BOS: {x: 0.5, EOS: 0.4, UNK: 0.05, 5: 0.05}, x: {EOS: 0.7, UNK: 0.1, x: 0.1, 5: 0.1}}
+    )
     sources = np.array([[x, x, EOS]], "int32")
     greedy = greedy_search(MarkovDecoder(table), sources)
     beam = BeamSearch(beam_size=1, alpha=0.0)(MarkovDecoder(table), sources)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests._decoding_fixtures import BOS, EOS, MarkovDecoder, full_log_probs, tiny_model
 from keras_transformer.decoding import BeamSearch, IncrementalDecoder, as_decoder, greedy_search
 from keras_transformer.decoding.incremental import NEG_INF, cache_lengths, forbid_tokens
+from tests._decoding_fixtures import BOS, EOS, MarkovDecoder, full_log_probs, tiny_model
 
 
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
@@ -14,19 +14,21 @@ def test_cached_steps_match_full_recomputation(norm_position):
     model = tiny_model(vocab_size=13, max_length=12, seed=3, num_layers=2)
     if norm_position == "pre":
         from keras_transformer import TransformerConfig, build_model
-        model = build_model(TransformerConfig(**{**model.config.to_dict(),
-                                                 "norm_position": "pre"}))
+
+        model = build_model(TransformerConfig(**{**model.config.to_dict(), "norm_position": "pre"}))
     decoder = IncrementalDecoder(model)
     rng = np.random.default_rng(0)
     source_ids = np.array([[5, 6, 7, 8, EOS], [9, 10, EOS, 0, 0]], "int32")
     target_inputs = np.concatenate(
-        [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1).astype("int32")
+        [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1
+    ).astype("int32")
 
     _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, 10)
 
 
-def _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, cache_length,
-                                           growth=None):
+def _assert_steps_match_full_recomputation(
+    decoder, source_ids, target_inputs, cache_length, growth=None
+):
     """Steps the decoder through `target_inputs` (lengthening its caches before the steps
     in `growth`, `{step: new length}`) and compares each step with the full forward pass."""
     expected = full_log_probs(decoder.model, source_ids, target_inputs)
@@ -37,11 +39,13 @@ def _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, c
             keys = ops.convert_to_numpy(dynamic[0][0])
             assert keys.shape[2] == growth[step] and not keys[:, :, step:].any()
         log_probs, dynamic = decoder.step(
-            ops.convert_to_tensor(target_inputs[:, step:step + 1]), static, dynamic, step)
+            ops.convert_to_tensor(target_inputs[:, step : step + 1]), static, dynamic, step
+        )
         log_probs = np.asarray(ops.convert_to_numpy(log_probs), np.float64)
         real = np.isfinite(expected[:, step])
-        np.testing.assert_allclose(log_probs[real], expected[:, step][real], atol=1e-5,
-                                   err_msg=f"step {step}")
+        np.testing.assert_allclose(
+            log_probs[real], expected[:, step][real], atol=1e-5, err_msg=f"step {step}"
+        )
 
 
 def test_forbid_tokens_sets_pad_and_bos_to_neg_inf_and_keeps_the_rest():
@@ -77,10 +81,12 @@ def test_grown_caches_give_the_logits_of_full_recomputation():
     rng = np.random.default_rng(1)
     source_ids = np.array([[5, 6, 7, EOS], [9, EOS, 0, 0]], "int32")
     target_inputs = np.concatenate(
-        [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1).astype("int32")
+        [np.full((2, 1), BOS), rng.integers(4, 13, size=(2, 8))], axis=1
+    ).astype("int32")
     # Before step 3, lengthen the caches to 5 slots; before step 5, to 9.
-    _assert_steps_match_full_recomputation(decoder, source_ids, target_inputs, 3,
-                                           growth={3: 5, 5: 9})
+    _assert_steps_match_full_recomputation(
+        decoder, source_ids, target_inputs, 3, growth={3: 5, 5: 9}
+    )
 
 
 class _FixedCacheDecoder:
@@ -98,20 +104,24 @@ def test_growing_caches_decode_as_one_fixed_cache(search):
     # 40 forced steps run three segments (caches of 16, 32 and 40 slots).
     model = tiny_model(vocab_size=17, max_length=64, seed=5, sharpen=3.0)
     source_ids = ops.convert_to_tensor(
-        np.array([[5, 6, 7, 8, 9, EOS], [10, 11, EOS, 0, 0, 0]], "int32"))
+        np.array([[5, 6, 7, 8, 9, EOS], [10, 11, EOS, 0, 0, 0]], "int32")
+    )
     if search == "beam":
-        run = BeamSearch(beam_size=3, alpha=0.6, max_extra_length=34, min_length=40,
-                         num_hypotheses=3)
+        run = BeamSearch(
+            beam_size=3, alpha=0.6, max_extra_length=34, min_length=40, num_hypotheses=3
+        )
     else:
+
         def run(decoder, source):
             return greedy_search(decoder, source, max_extra_length=34, min_length=40)
+
     grown = run(IncrementalDecoder(model), source_ids)
     fixed = run(_FixedCacheDecoder(model), source_ids)
     assert int(ops.convert_to_numpy(grown.lengths).max()) == 40
-    np.testing.assert_array_equal(ops.convert_to_numpy(grown.ids),
-                                  ops.convert_to_numpy(fixed.ids))
-    np.testing.assert_allclose(ops.convert_to_numpy(grown.scores),
-                               ops.convert_to_numpy(fixed.scores), atol=1e-4)
+    np.testing.assert_array_equal(ops.convert_to_numpy(grown.ids), ops.convert_to_numpy(fixed.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(grown.scores), ops.convert_to_numpy(fixed.scores), atol=1e-4
+    )
 
 
 def test_growing_caches_with_a_buffer_known_only_at_run_time():
@@ -124,15 +134,18 @@ def test_growing_caches_with_a_buffer_known_only_at_run_time():
     model = tiny_model(vocab_size=17, max_length=48, seed=6, sharpen=3.0)
     source_ids = np.array([[5, 6, 7, 8, 9, EOS], [10, 11, EOS, 0, 0, 0]], "int32")
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                  tf.TensorSpec([], tf.int32)])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)]
+    )
     def search(source, max_extra_length):
-        result = BeamSearch(beam_size=2, alpha=0.6, max_extra_length=max_extra_length,
-                            min_length=30)(model, source)
+        result = BeamSearch(
+            beam_size=2, alpha=0.6, max_extra_length=max_extra_length, min_length=30
+        )(model, source)
         return result.ids, result.scores
 
     eager = BeamSearch(beam_size=2, alpha=0.6, max_extra_length=24, min_length=30)(
-        model, ops.convert_to_tensor(source_ids))
+        model, ops.convert_to_tensor(source_ids)
+    )
     ids, scores = search(source_ids, tf.constant(24))
     np.testing.assert_array_equal(ids.numpy(), ops.convert_to_numpy(eager.ids))
     np.testing.assert_allclose(scores.numpy(), ops.convert_to_numpy(eager.scores), atol=1e-4)

@@ -30,8 +30,11 @@ def _gradients(layer, x, weights):
 def test_forward_is_the_paper_layer_norm(training):
     layer, gamma, beta = _layer(8)
     x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32") * 3 + 1
-    np.testing.assert_allclose(ops.convert_to_numpy(layer(x, training=training)),
-                               reference.layer_norm(x, gamma, beta, 1e-6), atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(x, training=training)),
+        reference.layer_norm(x, gamma, beta, 1e-6),
+        atol=1e-5,
+    )
 
 
 def test_training_takes_the_written_gradient_and_inference_is_keras_call(monkeypatch):
@@ -41,8 +44,9 @@ def test_training_takes_the_written_gradient_and_inference_is_keras_call(monkeyp
 
     calls = []
     written = layer_normalization._layer_norm
-    monkeypatch.setattr(layer_normalization, "_layer_norm",
-                        lambda *args: calls.append(1) or written(*args))
+    monkeypatch.setattr(
+        layer_normalization, "_layer_norm", lambda *args: calls.append(1) or written(*args)
+    )
     residual = ResidualConnection(dropout=0.0)
     x = np.ones((2, 3, 8), "float32")
     residual(x, x, training=False)
@@ -82,10 +86,12 @@ def test_same_function_and_gradients_as_keras_layer_norm():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(4, 16, 64)).astype("float32") * 2 - 0.5
     weights = rng.normal(size=x.shape).astype("float32")
-    np.testing.assert_allclose(ops.convert_to_numpy(layer(x, training=True)),
-                               ops.convert_to_numpy(keras_layer(x)), atol=1e-5)
-    for ours, theirs in zip(_gradients(layer, x, weights),
-                            _gradients(keras_layer, x, weights)):
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(x, training=True)),
+        ops.convert_to_numpy(keras_layer(x)),
+        atol=1e-5,
+    )
+    for ours, theirs in zip(_gradients(layer, x, weights), _gradients(keras_layer, x, weights)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
@@ -102,8 +108,9 @@ def test_bfloat16_within_a_bound_of_float32():
     assert y16.dtype == "bfloat16"
     y16 = ops.convert_to_numpy(ops.cast(y16, "float32"))
     np.testing.assert_allclose(y16, y32, rtol=3e-2, atol=3e-2)
-    for g16, g32 in zip(_gradients(half, tf.cast(x, tf.bfloat16), weights),
-                        _gradients(full, x, weights)):
+    for g16, g32 in zip(
+        _gradients(half, tf.cast(x, tf.bfloat16), weights), _gradients(full, x, weights)
+    ):
         np.testing.assert_allclose(g16, g32, rtol=5e-2, atol=5e-2 * np.abs(g32).max())
 
 
@@ -113,8 +120,9 @@ def test_weights_are_named_as_keras_layer_norm_and_the_model_uses_it():
     ours, keras_layer = LayerNormalization(name="ln"), keras.layers.LayerNormalization(name="ln")
     ours.build((None, 16))
     keras_layer.build((None, 16))
-    assert [(w.path, w.shape) for w in ours.weights] == \
-        [(w.path, w.shape) for w in keras_layer.weights]
+    assert [(w.path, w.shape) for w in ours.weights] == [
+        (w.path, w.shape) for w in keras_layer.weights
+    ]
     assert isinstance(ResidualConnection(dropout=0.1).layer_norm, LayerNormalization)
 
 
@@ -122,12 +130,15 @@ def test_other_settings_take_keras_path_and_config_round_trips():
     layer = LayerNormalization(axis=1, epsilon=1e-3, center=False)
     x = np.random.default_rng(8).normal(size=(3, 5, 4)).astype("float32")
     expected = keras.layers.LayerNormalization(axis=1, epsilon=1e-3, center=False)(x)
-    np.testing.assert_allclose(ops.convert_to_numpy(layer(x, training=True)),
-                               ops.convert_to_numpy(expected), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(x, training=True)), ops.convert_to_numpy(expected), atol=1e-6
+    )
     clone = LayerNormalization.from_config(LayerNormalization(epsilon=1e-6).get_config())
     assert clone.epsilon == 1e-6
-    assert keras.saving.get_registered_object("keras_transformer>LayerNormalization") \
+    assert (
+        keras.saving.get_registered_object("keras_transformer>LayerNormalization")
         is LayerNormalization
+    )
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])

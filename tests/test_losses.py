@@ -12,8 +12,12 @@ def _probability_logits(rows):
 
 def test_label_smoothed_loss_equals_hand_computation_on_three_tokens():
     # p rows are the model's distributions over V = 4 classes; the 4th position is padding.
-    p = [[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25],
-         [0.9, 0.05, 0.03, 0.02]]
+    p = [
+        [0.1, 0.2, 0.3, 0.4],
+        [0.7, 0.1, 0.1, 0.1],
+        [0.25, 0.25, 0.25, 0.25],
+        [0.9, 0.05, 0.03, 0.02],
+    ]
     labels = np.array([[3, 1, 2, 0]])
     eps = 0.1
 
@@ -81,8 +85,9 @@ def test_reported_loss_is_the_same_under_mirrored_strategy():
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     single, mirrored = map(float, result.stdout.split("LOSSES")[-1].split())
     assert abs(single - mirrored) < 1e-4 * single, (single, mirrored)

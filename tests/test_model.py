@@ -1,18 +1,18 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
 
-import keras
 import keras_transformer as kt
 from tests import reference
 
-TINY = kt.TransformerConfig(vocab_size=40, num_layers=2, d_model=32, d_ff=64, num_heads=4,
-                            dropout=0.1, max_length=64)
+TINY = kt.TransformerConfig(
+    vocab_size=40, num_layers=2, d_model=32, d_ff=64, num_heads=4, dropout=0.1, max_length=64
+)
 
 
 def _logits(model, source, target):
-    return ops.convert_to_numpy(model({"source_ids": source, "target_ids": target},
-                                      training=False))
+    return ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}, training=False))
 
 
 def _random_ids(rng, shape, low=4, high=40):
@@ -33,10 +33,10 @@ def test_causality_later_target_tokens_do_not_change_earlier_logits():
     before = _logits(model, source, target)
     for t in (0, 3, 6):
         changed = target.copy()
-        changed[:, t + 1:] = _random_ids(rng, changed[:, t + 1:].shape)
+        changed[:, t + 1 :] = _random_ids(rng, changed[:, t + 1 :].shape)
         after = _logits(model, source, changed)
-        np.testing.assert_allclose(after[:, :t + 1], before[:, :t + 1], atol=1e-5)
-        assert not np.allclose(after[:, t + 1:], before[:, t + 1:], atol=1e-4)
+        np.testing.assert_allclose(after[:, : t + 1], before[:, : t + 1], atol=1e-5)
+        assert not np.allclose(after[:, t + 1 :], before[:, t + 1 :], atol=1e-4)
 
 
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
@@ -45,8 +45,9 @@ def test_appending_source_padding_changes_nothing(norm_position):
     model = kt.build_model(TINY.replace(norm_position=norm_position))
     source, target = _random_ids(rng, (2, 6)), _random_ids(rng, (2, 5))
     padded = np.concatenate([source, np.zeros((2, 9), "int32")], axis=1)
-    np.testing.assert_allclose(_logits(model, padded, target), _logits(model, source, target),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        _logits(model, padded, target), _logits(model, source, target), atol=1e-5
+    )
     # Padding inside a batch: the shorter sentence gets the result it gets alone.
     batch = np.stack([np.r_[source[0], 0, 0, 0], np.r_[source[1], 9, 9, 9]])
     alone = _logits(model, source[:1], target[:1])
@@ -57,27 +58,35 @@ def test_one_embedding_matrix_is_shared_by_source_target_and_softmax():
     model = kt.build_model(TINY)
     assert model.source_embedding is model.target_embedding is model.output_projection
     untied = kt.build_model(TINY.replace(shared_embeddings="none"))
-    matrices = {id(untied.source_embedding), id(untied.target_embedding),
-                id(untied.output_projection)}
+    matrices = {
+        id(untied.source_embedding),
+        id(untied.target_embedding),
+        id(untied.output_projection),
+    }
     assert len(matrices) == 3
 
 
-@pytest.mark.parametrize("changes", [
-    {},
-    {"shared_embeddings": "target"},
-    {"shared_embeddings": "none"},
-    {"positional": "learned"},
-    {"norm_position": "pre"},
-    {"key_dim": 5, "value_dim": 3, "num_heads": 2},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"shared_embeddings": "target"},
+        {"shared_embeddings": "none"},
+        {"positional": "learned"},
+        {"norm_position": "pre"},
+        {"key_dim": 5, "value_dim": 3, "num_heads": 2},
+    ],
+)
 def test_parameter_count_formula_matches_the_built_model(changes):
     config = TINY.replace(**changes)
     assert kt.build_model(config).count_params() == config.parameter_count()
 
 
 def test_base_and_big_parameter_counts_equal_a_direct_count():
-    for preset, n, d, d_ff, h, expected_millions in (("base", 6, 512, 2048, 8, 63.1),
-                                                     ("big", 6, 1024, 4096, 16, 214.2)):
+    for preset, n, d, d_ff, h, expected_millions in (
+        ("base", 6, 512, 2048, 8, 63.1),
+        ("big", 6, 1024, 4096, 16, 214.2),
+    ):
         config = kt.TransformerConfig.from_preset(preset, vocab_size=37000)
         direct = reference.transformer_parameter_count(37000, n, d, d_ff, h, 64, 64)
         assert kt.build_model(config).count_params() == direct
@@ -93,9 +102,11 @@ def test_tiny_model_overfits_a_fixed_batch_to_full_token_accuracy():
     labels[0, -3:] = 0  # some padding, which the loss and accuracy must ignore
     target[0, -2:] = 0
     model = kt.build_model(config)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3),
-                  loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
-                  metrics=[kt.MaskedTokenAccuracy()])
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=kt.LabelSmoothedCrossEntropy(config.label_smoothing),
+        metrics=[kt.MaskedTokenAccuracy()],
+    )
     inputs = {"source_ids": source, "target_ids": target}
     history = model.fit(inputs, labels, batch_size=8, epochs=150, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] / 2
@@ -114,15 +125,16 @@ def test_keras_file_round_trip_gives_identical_logits(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, kt.Transformer) and loaded.config == config
-    np.testing.assert_array_equal(_logits(loaded, source, target),
-                                  _logits(model, source, target))
+    np.testing.assert_array_equal(_logits(loaded, source, target), _logits(model, source, target))
 
 
 def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_path):
     model = kt.build_model(TINY, dtype="mixed_bfloat16")
     out = model({"source_ids": np.ones((1, 3), "int32"), "target_ids": np.ones((1, 2), "int32")})
     assert "float32" in str(out.dtype)
-    assert model.encoder.transformer_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
+    assert (
+        model.encoder.transformer_layers[0].self_attention.query_dense.compute_dtype == "bfloat16"
+    )
     model.save(tmp_path / "mixed.keras")
     loaded = keras.saving.load_model(tmp_path / "mixed.keras")
     assert loaded.decoder.transformer_layers[0].feed_forward.compute_dtype == "bfloat16"
@@ -150,8 +162,9 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     memory, mask = (ops.convert_to_numpy(t) for t in model.encode(source))
     x = ops.convert_to_numpy(model.decoder.positional_layer(model.target_embedding(target)))
     causal = np.tril(np.ones((4, 4), bool))[None]
-    x = ops.convert_to_numpy(model.decoder.transformer_layers[0](x, memory, self_attention_mask=causal,
-                                                             memory_mask=mask))
+    x = ops.convert_to_numpy(
+        model.decoder.transformer_layers[0](x, memory, self_attention_mask=causal, memory_mask=mask)
+    )
     residual = layer.self_attention_residual
     h = ops.convert_to_numpy(residual(x, layer.self_attention(x, attention_mask=causal)))
     attention = layer.cross_attention
@@ -176,8 +189,9 @@ def _numpy_embedded(model, ids):
     """Embedding x sqrt(d_model) + sinusoidal positions (3.4, 3.5), in NumPy."""
     d = model.config.d_model
     matrix = ops.convert_to_numpy(model.source_embedding.embeddings)
-    positions = np.array([[reference.positional_encoding(p, i, d) for i in range(d)]
-                          for p in range(ids.shape[1])])
+    positions = np.array(
+        [[reference.positional_encoding(p, i, d) for i in range(d)] for p in range(ids.shape[1])]
+    )
     return matrix[ids] * np.sqrt(d) + positions
 
 
@@ -195,15 +209,14 @@ def test_encoder_self_attention_weights_match_numpy_with_padding(norm_position):
         residual = layer.self_attention_residual
         gamma, beta = (np.asarray(w) for w in residual.layer_norm.get_weights())
         # Pre-norm attends over LayerNorm(x); post-norm over x itself (3.1).
-        h = reference.layer_norm(x, gamma, beta, residual.epsilon) if norm_position == "pre" \
-            else x
-        np.testing.assert_allclose(weights, _numpy_self_attention(layer.self_attention, h, mask),
-                                   atol=1e-5)
+        h = reference.layer_norm(x, gamma, beta, residual.epsilon) if norm_position == "pre" else x
+        np.testing.assert_allclose(
+            weights, _numpy_self_attention(layer.self_attention, h, mask), atol=1e-5
+        )
         assert np.abs(weights[1, :, :, 4:]).max() < 1e-6  # no query looks at padding
         x = ops.convert_to_numpy(layer(x, attention_mask=mask))
     # -1 is the last layer; 1-based "layer 2 of 2" of a user is layer_index 1.
-    np.testing.assert_array_equal(ops.convert_to_numpy(model.attention_weights(source)),
-                                  weights)
+    np.testing.assert_array_equal(ops.convert_to_numpy(model.attention_weights(source)), weights)
 
 
 def test_decoder_self_attention_weights_are_causal_and_match_numpy():
@@ -214,18 +227,25 @@ def test_decoder_self_attention_weights_are_causal_and_match_numpy():
     causal = np.tril(np.ones((4, 4), bool))[None]
     x = _numpy_embedded(model, target)  # one matrix for source and target (3.4)
     for layer_index, layer in enumerate(model.decoder.transformer_layers):
-        weights = ops.convert_to_numpy(model.attention_weights(
-            source, target, stack="decoder", kind="self", layer_index=layer_index))
+        weights = ops.convert_to_numpy(
+            model.attention_weights(
+                source, target, stack="decoder", kind="self", layer_index=layer_index
+            )
+        )
         assert weights.shape == (2, TINY.num_heads, 4, 4)
-        np.testing.assert_allclose(weights, _numpy_self_attention(layer.self_attention, x,
-                                                                  causal), atol=1e-5)
-        assert np.abs(weights[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]]).max() \
-            < 1e-6  # no position looks ahead (3.2.3)
-        x = ops.convert_to_numpy(layer(x, memory, self_attention_mask=causal,
-                                       memory_mask=memory_mask))
+        np.testing.assert_allclose(
+            weights, _numpy_self_attention(layer.self_attention, x, causal), atol=1e-5
+        )
+        assert (
+            np.abs(weights[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]]).max() < 1e-6
+        )  # no position looks ahead (3.2.3)
+        x = ops.convert_to_numpy(
+            layer(x, memory, self_attention_mask=causal, memory_mask=memory_mask)
+        )
     np.testing.assert_array_equal(
         ops.convert_to_numpy(model.attention_weights(source, target, "decoder", "cross")),
-        ops.convert_to_numpy(model.cross_attention_weights(source, target)))
+        ops.convert_to_numpy(model.cross_attention_weights(source, target)),
+    )
 
 
 def test_attention_weights_reject_what_does_not_exist():

@@ -15,7 +15,8 @@ def test_equals_numpy_multihead_with_independent_d_k_and_d_v():
     out = ops.convert_to_numpy(layer(query, memory, attention_mask=mask))
     assert out.shape == (2, 5, 16)
     np.testing.assert_allclose(
-        out, reference.multi_head_attention(layer, query, memory, mask), atol=1e-5)
+        out, reference.multi_head_attention(layer, query, memory, mask), atol=1e-5
+    )
     # Row (B) of Table 3 changes d_k alone: Q and K are d_model x h*d_k, V is d_model x h*d_v.
     shapes = {w.path.split("/")[-2]: tuple(w.shape) for w in layer.weights if "kernel" in w.path}
     assert shapes == {"query": (16, 12), "key": (16, 12), "value": (16, 20), "output": (20, 16)}
@@ -30,8 +31,9 @@ def test_self_attention_cache_matches_full_computation():
     cache = layer.init_cache(batch_size=2, max_length=9)  # longer than needed: slots stay 0
     for step in range(6):
         visible = (np.arange(9) <= step)[None, None, :]
-        out, cache = layer(x[:, step:step + 1], attention_mask=visible, cache=cache,
-                           cache_update_index=step)
+        out, cache = layer(
+            x[:, step : step + 1], attention_mask=visible, cache=cache, cache_update_index=step
+        )
         np.testing.assert_allclose(ops.convert_to_numpy(out)[:, 0], full[:, step], atol=1e-5)
     keys, values = (ops.convert_to_numpy(c) for c in cache)
     assert keys.shape == (2, 2, 9, 8) and values.shape == (2, 2, 9, 4)  # heads first
@@ -55,4 +57,8 @@ def test_get_config_round_trip():
     layer = MultiHeadAttention(num_heads=4, key_dim=3, value_dim=5, dropout=0.1)
     config = MultiHeadAttention.from_config(layer.get_config()).get_config()
     assert {k: config[k] for k in ("num_heads", "key_dim", "value_dim", "dropout")} == {
-        "num_heads": 4, "key_dim": 3, "value_dim": 5, "dropout": 0.1}
+        "num_heads": 4,
+        "key_dim": 3,
+        "value_dim": 5,
+        "dropout": 0.1,
+    }

@@ -1,21 +1,31 @@
 import pytest
 
-from keras_transformer.data.number_expressions import (english_cardinal, german_cardinal,
-                                                       german_year, number_expressions_corpus,
-                                                       write_number_expressions)
+from keras_transformer.data.number_expressions import (
+    english_cardinal,
+    german_cardinal,
+    german_year,
+    number_expressions_corpus,
+    write_number_expressions,
+)
 
 
-@pytest.mark.parametrize("n, english, german", [
-    (0, "zero", "null"),
-    (1, "one", "eins"),
-    (17, "seventeen", "siebzehn"),
-    (21, "twenty-one", "einundzwanzig"),
-    (101, "one hundred one", "einhunderteins"),
-    (421, "four hundred twenty-one", "vierhunderteinundzwanzig"),
-    (7030, "seven thousand thirty", "siebentausenddreißig"),
-    (421537, "four hundred twenty-one thousand five hundred thirty-seven",
-     "vierhunderteinundzwanzigtausendfünfhundertsiebenunddreißig"),
-])
+@pytest.mark.parametrize(
+    "n, english, german",
+    [
+        (0, "zero", "null"),
+        (1, "one", "eins"),
+        (17, "seventeen", "siebzehn"),
+        (21, "twenty-one", "einundzwanzig"),
+        (101, "one hundred one", "einhunderteins"),
+        (421, "four hundred twenty-one", "vierhunderteinundzwanzig"),
+        (7030, "seven thousand thirty", "siebentausenddreißig"),
+        (
+            421537,
+            "four hundred twenty-one thousand five hundred thirty-seven",
+            "vierhunderteinundzwanzigtausendfünfhundertsiebenunddreißig",
+        ),
+    ],
+)
 def test_cardinals_hand_checked(n, english, german):
     assert english_cardinal(n) == english
     assert german_cardinal(n) == german
@@ -29,8 +39,11 @@ def test_years_and_agreement_hand_checked():
     for english, german in pairs.items():
         if english.startswith("one red "):
             noun = english.split()[-1]
-            expected = {"dog": "ein roter Hund", "cat": "eine rote Katze",
-                        "house": "ein rotes Haus"}.get(noun)
+            expected = {
+                "dog": "ein roter Hund",
+                "cat": "eine rote Katze",
+                "house": "ein rotes Haus",
+            }.get(noun)
             assert expected is None or german == expected
         if english.startswith("half past "):
             hour = english.split()[-1]
@@ -57,8 +70,9 @@ def test_written_files_are_line_aligned(tmp_path):
     english = written["test"][0].read_text(encoding="utf-8").splitlines()
     german = written["test"][1].read_text(encoding="utf-8").splitlines()
     assert len(english) == len(german) == 5
-    assert dict(number_expressions_corpus(1, sizes=(("train", 50), ("test", 5)))["test"]) == \
-        dict(zip(english, german))
+    assert dict(number_expressions_corpus(1, sizes=(("train", 50), ("test", 5)))["test"]) == dict(
+        zip(english, german)
+    )
 
 
 def test_training_split_repeats_the_small_families():
@@ -86,8 +100,9 @@ def test_training_split_repeats_the_small_families():
     assert len(distinct["train"]) == 20000 and dict(distinct["train"]).keys() == lines.keys()
     assert distinct["test"] == splits["test"] and distinct["dev"] == splits["dev"]
     # draws_per_line=1: every draw a line, up to the cap.
-    every = collections.Counter(e for e, _ in number_expressions_corpus(
-        seed=0, draws_per_line=1)["train"])
+    every = collections.Counter(
+        e for e, _ in number_expressions_corpus(seed=0, draws_per_line=1)["train"]
+    )
     assert every.keys() == lines.keys() and all(every[e] >= n for e, n in lines.items())
     assert sum(every.values()) > 1.5 * 20000
     with pytest.raises(ValueError, match="max_repeats"):

@@ -28,7 +28,7 @@ def numpy_adam(value, gradients, learning_rates, beta_1=0.9, beta_2=0.98, epsilo
         g = np.asarray(g, "float64")
         m = beta_1 * m + (1 - beta_1) * g
         v = beta_2 * v + (1 - beta_2) * g * g
-        alpha = lr * np.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t)
+        alpha = lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)
         value = value - alpha * m / (np.sqrt(v) + epsilon)
     return value
 
@@ -51,8 +51,9 @@ def random_gradients(shape, steps, seed):
     rng = np.random.default_rng(seed)
     # Mixed scales, as real gradients: some entries near zero, where Adam's division is
     # most sensitive to a wrong epsilon placement.
-    return [rng.normal(size=shape) * rng.choice([1e-4, 1e-2, 1.0], size=shape)
-            for _ in range(steps)]
+    return [
+        rng.normal(size=shape) * rng.choice([1e-4, 1e-2, 1.0], size=shape) for _ in range(steps)
+    ]
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -69,10 +70,8 @@ def test_updates_equal_numpy_adam(fused_calls, compiled):
     for g in gradients:
         step(tf.constant(g, tf.float32))
     expected = numpy_adam(initial, gradients, [0.01] * 5)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), expected, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), expected, rtol=1e-5, atol=1e-6)
     assert len(fused_calls) >= 1  # the fused kernel did the work (traced once if compiled)
-
 
 
 def test_a_traced_step_builds_the_scalar_inputs_once():
@@ -91,11 +90,13 @@ def test_a_traced_step_builds_the_scalar_inputs_once():
     expected = numpy_adam(np.zeros(3), [np.ones(3)] * 2, [0.01] * 2) + 5.0
     np.testing.assert_allclose(keras.ops.convert_to_numpy(variables[5]), expected, rtol=1e-6)
 
+
 def test_noam_schedule_and_whole_model_match_keras_adam(fused_calls):
     """build_optimizer's FusedAdam against keras.optimizers.Adam on every variable of a
     model (tied embeddings, layer norms, biases), the learning rate from the NoamSchedule."""
-    config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=32, d_ff=64,
-                                  num_heads=4, key_dim=8, value_dim=8)
+    config = kt.TransformerConfig(
+        vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4, key_dim=8, value_dim=8
+    )
     models = [kt.build_model(config) for _ in range(2)]
     initial = models[0].get_weights()
     models[1].set_weights(initial)
@@ -110,8 +111,9 @@ def test_noam_schedule_and_whole_model_match_keras_adam(fused_calls):
         plain.apply(grads, variables[1])
     for a, b in zip(variables[0], variables[1]):
         # float32 rounding in another order: about 1e-7 on updates of about 0.1.
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(a),
-                                   keras.ops.convert_to_numpy(b), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-5, atol=1e-6
+        )
     moved = max(np.abs(w - w0).max() for w, w0 in zip(models[0].get_weights(), initial))
     assert moved > 1e-2  # the three updates did move the weights
     assert len(fused_calls) == 3 * len(variables[0])
@@ -124,13 +126,18 @@ def test_sparse_gradients_and_amsgrad_take_keras_update(fused_calls):
     optimizer = FusedAdam(learning_rate=0.05, **HYPER)
     rows = np.random.default_rng(4).normal(size=(2, 3))
     # Rows 1 and 3 of an embedding: the gradient of a lookup.
-    sparse = tf.IndexedSlices(tf.constant(rows, tf.float32), tf.constant([1, 3]),
-                              tf.constant([5, 3]))
+    sparse = tf.IndexedSlices(
+        tf.constant(rows, tf.float32), tf.constant([1, 3]), tf.constant([5, 3])
+    )
     optimizer.apply([sparse], [variable])
     dense = np.zeros((5, 3))
     dense[[1, 3]] = rows
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(variable),
-                               numpy_adam(initial, [dense], [0.05]), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(variable),
+        numpy_adam(initial, [dense], [0.05]),
+        rtol=1e-5,
+        atol=1e-7,
+    )
     assert not fused_calls
 
     amsgrad = FusedAdam(learning_rate=0.05, amsgrad=True, **HYPER)
@@ -152,19 +159,24 @@ def test_a_keras_adam_checkpoint_resumes_in_fused_adam(tmp_path):
     for g in gradients[:2]:
         old.apply([tf.constant(g, tf.float32)], [old_variable])
     path = tf.train.Checkpoint(optimizer=old, variable=old_variable.value).save(
-        str(tmp_path / "ckpt"))
+        str(tmp_path / "ckpt")
+    )
 
     variable = keras.Variable(np.zeros((3, 4), "float32"))
     new = FusedAdam(learning_rate=0.01, **HYPER)
     new.build([variable])
     tf.train.Checkpoint(optimizer=new, variable=variable.value).restore(
-        path).assert_existing_objects_matched()
+        path
+    ).assert_existing_objects_matched()
     assert int(new.iterations) == 2
     for g in gradients[2:]:
         new.apply([tf.constant(g, tf.float32)], [variable])
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(variable),
-                               numpy_adam(initial, gradients, [0.01] * 4), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(variable),
+        numpy_adam(initial, gradients, [0.01] * 4),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_serializes_with_the_noam_schedule():
@@ -173,8 +185,11 @@ def test_serializes_with_the_noam_schedule():
     assert type(restored) is FusedAdam
     assert (restored.beta_1, restored.beta_2, restored.epsilon) == (0.9, 0.98, 1e-9)
     assert isinstance(restored._learning_rate, kt.NoamSchedule)
-    assert restored._learning_rate.get_config() == {"d_model": 256, "warmup_steps": 100,
-                                                    "scale": 0.5}
+    assert restored._learning_rate.get_config() == {
+        "d_model": 256,
+        "warmup_steps": 100,
+        "scale": 0.5,
+    }
 
 
 MIRRORED = textwrap.dedent("""

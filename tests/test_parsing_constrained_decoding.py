@@ -9,15 +9,36 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder
 from keras_transformer.decoding import BeamSearch, greedy_search, is_hypothesis
 from keras_transformer.parsing.constrained_decoding import TreeConstrainedDecoder, TreeConstraint
 from keras_transformer.parsing.linearization import Linearizer
+from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder
 
 S = "\u2581"
-PIECES = ["<pad>", "<unk>", "<s>", "</s>", S + "(S", S + ")S", S + "(NP", S + ")NP", S + "(VP",
-          S + ")VP", S + "(PP", S + ")", S + "XX", S + "NN", S + "VBZ", S + "the", S + "dog",
-          S + "bark", "s", S + ".", "ed", S + "(ADJP"]  # (ADJP has no )ADJP: never opened
+PIECES = [
+    "<pad>",
+    "<unk>",
+    "<s>",
+    "</s>",
+    S + "(S",
+    S + ")S",
+    S + "(NP",
+    S + ")NP",
+    S + "(VP",
+    S + ")VP",
+    S + "(PP",
+    S + ")",
+    S + "XX",
+    S + "NN",
+    S + "VBZ",
+    S + "the",
+    S + "dog",
+    S + "bark",
+    "s",
+    S + ".",
+    "ed",
+    S + "(ADJP",
+]  # (ADJP has no )ADJP: never opened
 IDS = {piece: i for i, piece in enumerate(PIECES)}
 # "the dog barks ." as the source encodes it: bark + s is one word in two pieces.
 WORDS = [IDS[S + "the"], IDS[S + "dog"], IDS[S + "bark"], IDS["s"], IDS[S + "."]]
@@ -50,9 +71,19 @@ def allowed_next(output, source, linearizer, cap, max_depth=64, in_a_row=4):
         slots = None
     else:
         units = [t for t in source if PIECES[t].startswith(S)]  # one slot per word
-        slots = ([IDS[S + "XX"]] if not linearizer.pos_tags else
-                 [IDS[S + "XX"], IDS[S + "NN"], IDS[S + "VBZ"], IDS[S + "the"],
-                  IDS[S + "dog"], IDS[S + "bark"], IDS[S + "."]])
+        slots = (
+            [IDS[S + "XX"]]
+            if not linearizer.pos_tags
+            else [
+                IDS[S + "XX"],
+                IDS[S + "NN"],
+                IDS[S + "VBZ"],
+                IDS[S + "the"],
+                IDS[S + "dog"],
+                IDS[S + "bark"],
+                IDS[S + "."],
+            ]
+        )
     left = len(units) - placed
     if linearizer.word_slots and left and placed and not PIECES[units[placed]].startswith(S):
         return {units[placed]}  # within a word
@@ -62,8 +93,12 @@ def allowed_next(output, source, linearizer, cap, max_depth=64, in_a_row=4):
     run = 0
     while run < len(output) and output[len(output) - 1 - run] in openings(linearizer):
         run += 1
-    if (left and len(stack) < max_depth and run < in_a_row
-            and len(output) + 1 + left + len(stack) + 2 <= cap):
+    if (
+        left
+        and len(stack) < max_depth
+        and run < in_a_row
+        and len(output) + 1 + left + len(stack) + 2 <= cap
+    ):
         allowed |= set(openings(linearizer))
     just_opened = bool(output) and output[-1] in openings(linearizer)
     if stack and not just_opened and (len(stack) > 1 or not left):
@@ -78,7 +113,8 @@ def reference_greedy(table, source, linearizer, cap, **limits):
     output, previous = [], BOS
     while len(output) < cap and (not output or output[-1] != EOS):
         allowed = allowed_next(output, source, linearizer, cap, **limits) or (
-            set(range(len(PIECES))) - {PAD, BOS})
+            set(range(len(PIECES))) - {PAD, BOS}
+        )
         previous = max(allowed, key=lambda t, p=previous: table[p, t])
         output.append(previous)
     return output
@@ -92,26 +128,40 @@ def random_table(seed):
 
 
 def constrained(table, linearizer, max_extra_length, opening_penalty=0.0, **limits):
-    return TreeConstrainedDecoder(MarkovDecoder(table, max_length=64),
-                                  TreeConstraint(PIECES, linearizer, **limits), max_extra_length,
-                                  opening_penalty=opening_penalty)
+    return TreeConstrainedDecoder(
+        MarkovDecoder(table, max_length=64),
+        TreeConstraint(PIECES, linearizer, **limits),
+        max_extra_length,
+        opening_penalty=opening_penalty,
+    )
 
 
 def outputs(result):
     ids = ops.convert_to_numpy(result.ids)
     lengths = ops.convert_to_numpy(result.lengths)
     scores = ops.convert_to_numpy(result.scores)
-    return [[ids[b, h, :lengths[b, h]].tolist() for h in range(ids.shape[1])
-             if is_hypothesis(scores[b, h])] for b in range(ids.shape[0])]
+    return [
+        [
+            ids[b, h, : lengths[b, h]].tolist()
+            for h in range(ids.shape[1])
+            if is_hypothesis(scores[b, h])
+        ]
+        for b in range(ids.shape[0])
+    ]
 
 
 def as_text(tokens):
-    return " ".join(PIECES[t][1:] if PIECES[t].startswith(S) else "+" + PIECES[t]
-                    for t in tokens if t != EOS)
+    return " ".join(
+        PIECES[t][1:] if PIECES[t].startswith(S) else "+" + PIECES[t] for t in tokens if t != EOS
+    )
 
 
-LINEARIZERS = [Linearizer(word_slots=True), Linearizer(word_slots=True, closing_labels=False),
-               Linearizer(), Linearizer(pos_tags=True, closing_labels=False)]
+LINEARIZERS = [
+    Linearizer(word_slots=True),
+    Linearizer(word_slots=True, closing_labels=False),
+    Linearizer(),
+    Linearizer(pos_tags=True, closing_labels=False),
+]
 
 
 @pytest.mark.parametrize("linearizer", LINEARIZERS, ids=["copy", "copy-bare", "xx", "pos-bare"])
@@ -119,7 +169,7 @@ def test_greedy_follows_the_rules_step_by_step(linearizer):
     sources = [WORDS, WORDS[:2], [IDS[S + "dog"], IDS[S + "bark"], IDS["ed"]]]
     batch = np.full((len(sources), 8), PAD, "int32")
     for row, source in enumerate(sources):
-        batch[row, :len(source) + 1] = source + [EOS]
+        batch[row, : len(source) + 1] = source + [EOS]
     for seed in range(4):
         table = random_table(seed)
         result = greedy_search(constrained(table, linearizer, 12), batch, max_extra_length=12)
@@ -138,12 +188,15 @@ def test_a_model_that_loves_openings_is_held_to_the_limits(depth, in_a_row):
     table[:, openings(linearizer)] += 8.0
     table[:, IDS[S + "(NP"]] += 2.0
     batch = np.array([WORDS + [EOS]], "int32")
-    result = greedy_search(constrained(table, linearizer, 60, max_depth=depth,
-                                       max_openings_in_a_row=in_a_row), batch,
-                           max_extra_length=60)
-    (got,), = outputs(result)
-    expected = reference_greedy(table, WORDS, linearizer, len(WORDS) + 61, max_depth=depth,
-                                in_a_row=in_a_row)
+    result = greedy_search(
+        constrained(table, linearizer, 60, max_depth=depth, max_openings_in_a_row=in_a_row),
+        batch,
+        max_extra_length=60,
+    )
+    ((got,),) = outputs(result)
+    expected = reference_greedy(
+        table, WORDS, linearizer, len(WORDS) + 61, max_depth=depth, in_a_row=in_a_row
+    )
     assert got == expected, (as_text(got), as_text(expected))
     text = as_text(got)
     assert ("(NP " * min(depth, in_a_row)) in text and ("(NP " * (in_a_row + 1)) not in text
@@ -162,8 +215,7 @@ def best_by_enumeration(table, source, linearizer, cap, opening_penalty=0.0):
                 if token == EOS:
                     complete += 1
                     log_prob = sum(table[p, t] for p, t in zip([BOS] + sequence, sequence))
-                    log_prob -= opening_penalty * sum(t in openings(linearizer)
-                                                      for t in sequence)
+                    log_prob -= opening_penalty * sum(t in openings(linearizer) for t in sequence)
                     score = log_prob / ((5 + len(sequence)) / 6) ** 0.3
                     if best is None or score > best[0]:
                         best = (score, sequence)
@@ -187,10 +239,10 @@ def test_beam_search_finds_the_best_well_formed_tree_by_enumeration(opening_pena
         assert (count[0] < count[1]) if opening_penalty > 0 else (count[0] > count[1]), count
     batch = np.array([source + [EOS]], "int32")
     result = BeamSearch(beam_size=64, alpha=0.3, max_extra_length=6)(
-        constrained(table, linearizer, 6, opening_penalty=opening_penalty), batch)
+        constrained(table, linearizer, 6, opening_penalty=opening_penalty), batch
+    )
     assert outputs(result)[0][0] == best[1], (as_text(outputs(result)[0][0]), as_text(best[1]))
-    assert math.isclose(float(ops.convert_to_numpy(result.scores)[0, 0]), best[0],
-                        rel_tol=1e-5)
+    assert math.isclose(float(ops.convert_to_numpy(result.scores)[0, 0]), best[0], rel_tol=1e-5)
 
 
 def test_greedy_with_an_opening_penalty_is_greedy_on_the_penalized_model():
@@ -201,9 +253,10 @@ def test_greedy_with_an_opening_penalty_is_greedy_on_the_penalized_model():
         table[:, openings(linearizer)] += 1.5  # a model that over-brackets
         penalized = table.copy()
         penalized[:, openings(linearizer)] -= 1.5
-        result = greedy_search(constrained(table, linearizer, 12, opening_penalty=1.5), batch,
-                               max_extra_length=12)
-        (got,), = outputs(result)
+        result = greedy_search(
+            constrained(table, linearizer, 12, opening_penalty=1.5), batch, max_extra_length=12
+        )
+        ((got,),) = outputs(result)
         expected = reference_greedy(penalized, WORDS, linearizer, len(WORDS) + 13)
         assert got == expected, (seed, as_text(got), as_text(expected))
     with pytest.raises(ValueError, match="finite"):
@@ -216,7 +269,8 @@ def test_every_beam_output_is_a_well_formed_tree_over_the_words(linearizer):
     batch = np.array([WORDS + [EOS], WORDS[2:] + [EOS, PAD, PAD]], "int32")
     for seed in range(3):
         result = BeamSearch(beam_size=5, alpha=0.3, max_extra_length=15, num_hypotheses=5)(
-            constrained(random_table(100 + seed), linearizer, 15), batch)
+            constrained(random_table(100 + seed), linearizer, 15), batch
+        )
         for hypotheses, sentence in zip(outputs(result), (words, words[2:])):
             assert len(hypotheses) == 5
             for tokens in hypotheses:
@@ -235,17 +289,21 @@ def test_a_cap_too_short_for_a_tree_leaves_those_steps_unconstrained():
     batch = np.array([[IDS[S + "dog"], EOS]], "int32")
     linearizer = Linearizer(word_slots=True)
     result = greedy_search(constrained(table, linearizer, 1), batch, max_extra_length=1)
-    (got,), = outputs(result)
+    ((got,),) = outputs(result)
     assert not allowed_next([], [IDS[S + "dog"]], linearizer, 3)
     assert got == reference_greedy(table, [IDS[S + "dog"]], linearizer, 3)
-    assert got[0] == int(np.argmax(np.where(np.isin(np.arange(len(PIECES)), [PAD, BOS]),
-                                            -np.inf, table[BOS])))
+    assert got[0] == int(
+        np.argmax(np.where(np.isin(np.arange(len(PIECES)), [PAD, BOS]), -np.inf, table[BOS]))
+    )
 
 
 def test_the_tables_and_bad_vocabularies():
     constraint = TreeConstraint(PIECES, Linearizer(word_slots=True))
-    assert np.flatnonzero(constraint.opening).tolist() == [IDS[S + "(S"], IDS[S + "(NP"],
-                                                           IDS[S + "(VP"]]
+    assert np.flatnonzero(constraint.opening).tolist() == [
+        IDS[S + "(S"],
+        IDS[S + "(NP"],
+        IDS[S + "(VP"],
+    ]
     assert constraint.closing[IDS[S + "(NP"]] == IDS[S + ")NP"]
     assert constraint.closing[IDS[S + "(ADJP"]] == -1  # no closing piece: never opened
     bare = TreeConstraint(PIECES, Linearizer(closing_labels=False))

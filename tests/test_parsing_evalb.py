@@ -7,8 +7,13 @@ import re
 import pytest
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.parsing.evalb import (COLLINS, evaluate, evaluate_files, read_params,
-                                             with_gold_tags)
+from keras_transformer.parsing.evalb import (
+    COLLINS,
+    evaluate,
+    evaluate_files,
+    read_params,
+    with_gold_tags,
+)
 from keras_transformer.parsing.trees import Tree, parse_tree
 
 SAMPLE = pathlib.Path(__file__).parent / "data" / "evalb_sample"
@@ -21,8 +26,12 @@ def _rsl():
     sections = text.split("-- len<=40 --")
     summaries = []
     for section in sections:
-        summaries.append({key.strip(): float(value) for key, value in
-                          re.findall(r"^([A-Za-z0-9 ]+?)\s*=\s*([\d.]+)$", section, re.M)})
+        summaries.append(
+            {
+                key.strip(): float(value)
+                for key, value in re.findall(r"^([A-Za-z0-9 ]+?)\s*=\s*([\d.]+)$", section, re.M)
+            }
+        )
     return rows, summaries
 
 
@@ -37,13 +46,15 @@ def test_reproduces_evalb_sample_rsl():
         assert summary.error_sentences == expected["Number of Error sentence"]
         assert summary.skip_sentences == expected["Number of Skip  sentence"]
         assert summary.valid_sentences == expected["Number of Valid sentence"]
-        for name, value in (("Bracketing Recall", summary.recall),
-                            ("Bracketing Precision", summary.precision),
-                            ("Complete match", summary.complete_match),
-                            ("Average crossing", summary.average_crossing),
-                            ("No crossing", summary.no_crossing),
-                            ("2 or less crossing", summary.two_or_less_crossing),
-                            ("Tagging accuracy", summary.tagging_accuracy)):
+        for name, value in (
+            ("Bracketing Recall", summary.recall),
+            ("Bracketing Precision", summary.precision),
+            ("Complete match", summary.complete_match),
+            ("Average crossing", summary.average_crossing),
+            ("No crossing", summary.no_crossing),
+            ("2 or less crossing", summary.two_or_less_crossing),
+            ("Tagging accuracy", summary.tagging_accuracy),
+        ):
             assert round(value, 2) == expected[name], name
     # The summary text carries EVALB's lines with the same figures.
     text = report.format()
@@ -60,8 +71,16 @@ def test_collins_prm_file_equals_the_builtin_settings():
 CASES = [
     # 1. TOP and '.' deleted, function tags ignored, ADVP = PRT: gold S(0,3) NP(0,1) VP(1,3)
     #    PRT(2,3); the test has the same spans with ADVP: 4/4 matched. Tags: RP vs RB, 2 of 3.
-    ("(TOP (S (NP-SBJ (PRP He)) (VP (VBD looked) (PRT (RP up))) (. .)))",
-     "(TOP (S (NP (PRP He)) (VP (VBD looked) (ADVP (RB up))) (. .)))", 4, 4, 4, 0, 2, 3),
+    (
+        "(TOP (S (NP-SBJ (PRP He)) (VP (VBD looked) (PRT (RP up))) (. .)))",
+        "(TOP (S (NP (PRP He)) (VP (VBD looked) (ADVP (RB up))) (. .)))",
+        4,
+        4,
+        4,
+        0,
+        2,
+        3,
+    ),
     # 2. A repeated gold bracket NP(0,1) twice, once in the test: matched one to one, 3 of 4.
     ("(S (NP (NP (NN a))) (VP (VB b)))", "(S (NP (NN a)) (VP (VB b)))", 3, 4, 3, 0, 2, 2),
     # 3. The gold NP holds only a trace: deleted with it; S(0,1) VP(0,1) both matched.
@@ -82,13 +101,16 @@ def test_hand_computed_sentences(gold, test, matched, n_gold, n_test, crossing, 
         return
     assert result.status == 0
     assert (result.matched, result.gold, result.test, result.crossing) == (
-        matched, n_gold, n_test, crossing)
+        matched,
+        n_gold,
+        n_test,
+        crossing,
+    )
     assert (result.correct_tags, result.words) == (correct, words)
 
 
 def test_corpus_figures_by_hand_and_errors_counted():
-    gold = [c[0] for c in CASES] + ["(S (NP (NN x)) (VP (VB y)))", "(S (NN x))",
-                                    "(S (NN z))"]
+    gold = [c[0] for c in CASES] + ["(S (NP (NN x)) (VP (VB y)))", "(S (NN x))", "(S (NN z))"]
     test = [c[1] for c in CASES] + ["", "(S (NN w))", "(S (NN z)"]
     report = evaluate(gold, test)
     summary = report.all
@@ -102,7 +124,11 @@ def test_corpus_figures_by_hand_and_errors_counted():
     # Errors: case 5 (length), the mismatched word, the unbalanced test; skip: the empty line.
     assert (summary.sentences, summary.error_sentences, summary.skip_sentences) == (8, 3, 1)
     assert [(line, status) for line, status, _ in report.problems()] == [
-        (5, 1), (6, 2), (7, 1), (8, 1)]
+        (5, 1),
+        (6, 2),
+        (7, 1),
+        (8, 1),
+    ]
     figures = json.loads(report.to_json(model="m"))
     assert figures["f1"] == round(summary.f1, 2) and figures["error_sentences"] == 3
     assert figures["model"] == "m" and figures["len<=40"]["sentences"] == 8
@@ -111,8 +137,8 @@ def test_corpus_figures_by_hand_and_errors_counted():
 
 def test_length_cutoff_counts_punctuation_but_not_traces():
     words = " ".join(f"(NN w{i})" for i in range(40))
-    gold_41 = f"(S {words} (. .))"          # 41 words for the length: over the cut-off
-    gold_40 = f"(S {words} (-NONE- *))"     # 40: within it
+    gold_41 = f"(S {words} (. .))"  # 41 words for the length: over the cut-off
+    gold_40 = f"(S {words} (-NONE- *))"  # 40: within it
     report = evaluate([gold_41, gold_40], [gold_41, f"(S {words})"])
     assert [r.length for r in report.sentences] == [41, 40]
     assert report.short.sentences == 1 and report.all.sentences == 2
@@ -159,8 +185,10 @@ GOLD = ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))", "(TOP (S (NP (PRP d))
 def test_with_gold_tags_fills_xx_slots_of_lines_and_of_trees():
     test = ["(TOP (S (NP (XX a) (XX b)) (VP (XX c) (XX .))))", "(TOP (S (XX d) (VP (XX e))))"]
     filled, done = with_gold_tags(GOLD, test)
-    assert done and filled == ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
-                               "(TOP (S (PRP d) (VP (VBZ e))))"]
+    assert done and filled == [
+        "(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
+        "(TOP (S (PRP d) (VP (VBZ e))))",
+    ]
     # Trees in, trees out (the pipeline's dev evaluation), the gold given as trees too.
     trees, done = with_gold_tags([parse_tree(g) for g in GOLD], [parse_tree(t) for t in test])
     assert done and all(isinstance(t, Tree) for t in trees)
@@ -180,8 +208,10 @@ def test_with_gold_tags_leaves_predicted_tags_alone():
     assert with_gold_tags(GOLD, ["", None]) == (["", None], False)  # no tag at all
     # Asked to, it replaces predicted tags too (a POS-slot parser's bracket F1).
     replaced, done = with_gold_tags(GOLD, test, replace_predicted=True)
-    assert done and replaced == ["(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
-                                 "(TOP (S (PRP d) (VP (VBZ e))))"]
+    assert done and replaced == [
+        "(TOP (S (NP (DT a) (NN b)) (VP (VBZ c) (. .))))",
+        "(TOP (S (PRP d) (VP (VBZ e))))",
+    ]
 
 
 def test_with_gold_tags_keeps_what_evalb_reports_as_errors():

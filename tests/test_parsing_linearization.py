@@ -19,42 +19,65 @@ TREE = parse_tree("(TOP (S (NP (DT the) (NN dog)) (VP (VBZ barks)) (. .)))")
 WORDS = ["the", "dog", "barks", "."]
 
 
-@pytest.mark.parametrize("pos_tags, closing_labels, word_slots, expected", [
-    # Vinyals et al.'s Figure 2 form, written out by hand.
-    (False, True, False, "(S (NP XX XX )NP (VP XX )VP XX )S"),
-    (True, True, False, "(S (NP DT NN )NP (VP VBZ )VP . )S"),
-    (False, False, False, "(S (NP XX XX ) (VP XX ) XX )"),
-    (False, True, True, "(S (NP the dog )NP (VP barks )VP . )S"),
-])
+@pytest.mark.parametrize(
+    "pos_tags, closing_labels, word_slots, expected",
+    [
+        # Vinyals et al.'s Figure 2 form, written out by hand.
+        (False, True, False, "(S (NP XX XX )NP (VP XX )VP XX )S"),
+        (True, True, False, "(S (NP DT NN )NP (VP VBZ )VP . )S"),
+        (False, False, False, "(S (NP XX XX ) (VP XX ) XX )"),
+        (False, True, True, "(S (NP the dog )NP (VP barks )VP . )S"),
+    ],
+)
 def test_linearize_depth_first(pos_tags, closing_labels, word_slots, expected):
-    linearizer = Linearizer(pos_tags=pos_tags, closing_labels=closing_labels,
-                            word_slots=word_slots)
+    linearizer = Linearizer(pos_tags=pos_tags, closing_labels=closing_labels, word_slots=word_slots)
     assert linearizer.target_text(TREE) == expected
     result = linearizer.delinearize(expected, WORDS)
     assert result.repairs == ()
     assert result.tree == (TREE if pos_tags else without_tags(TREE))
 
 
-@pytest.mark.parametrize("sequence, expected, repairs", [
-    # Words without a slot go to the last top-level phrase.
-    ("(S (NP XX XX )NP (VP XX", "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks)) (XX .)))",
-     ("unclosed_brackets", "missing_word_slots")),
-    ("(S XX XX )S )S )S XX XX", "(TOP (S (XX the) (XX dog)) (XX barks) (XX .))",
-     ("extra_closing",)),
-    ("(S XX XX XX XX XX XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
-     ("extra_word_slots",)),
-    ("(S (NP )NP XX XX (VP )VP XX XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
-     ("empty_constituents",)),
-    # Words after the last phrase (after an extra closing bracket): the missing words
-    # follow them; put into the phrase, they would come out of order (the flat fallback).
-    ("(S XX )S XX", "(TOP (S (XX the)) (XX dog) (XX barks) (XX .))", ("missing_word_slots",)),
-    ("(S XX )S )S XX", "(TOP (S (XX the)) (XX dog) (XX barks) (XX .))",
-     ("extra_closing", "missing_word_slots")),
-    # No phrase at all: an S over every word.
-    ("", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))", ("missing_word_slots",)),
-    (")S XX )S", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))", ("extra_closing",
-                                                                  "missing_word_slots")),
-])
+@pytest.mark.parametrize(
+    "sequence, expected, repairs",
+    [
+        # Words without a slot go to the last top-level phrase.
+        (
+            "(S (NP XX XX )NP (VP XX",
+            "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks)) (XX .)))",
+            ("unclosed_brackets", "missing_word_slots"),
+        ),
+        (
+            "(S XX XX )S )S )S XX XX",
+            "(TOP (S (XX the) (XX dog)) (XX barks) (XX .))",
+            ("extra_closing",),
+        ),
+        (
+            "(S XX XX XX XX XX XX )S",
+            "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
+            ("extra_word_slots",),
+        ),
+        (
+            "(S (NP )NP XX XX (VP )VP XX XX )S",
+            "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
+            ("empty_constituents",),
+        ),
+        # Words after the last phrase (after an extra closing bracket): the missing words
+        # follow them; put into the phrase, they would come out of order (the flat fallback).
+        ("(S XX )S XX", "(TOP (S (XX the)) (XX dog) (XX barks) (XX .))", ("missing_word_slots",)),
+        (
+            "(S XX )S )S XX",
+            "(TOP (S (XX the)) (XX dog) (XX barks) (XX .))",
+            ("extra_closing", "missing_word_slots"),
+        ),
+        # No phrase at all: an S over every word.
+        ("", "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))", ("missing_word_slots",)),
+        (
+            ")S XX )S",
+            "(TOP (S (XX the) (XX dog) (XX barks) (XX .)))",
+            ("extra_closing", "missing_word_slots"),
+        ),
+    ],
+)
 def test_repairs_by_hand(sequence, expected, repairs):
     result = Linearizer().delinearize(sequence, WORDS)
     assert str(result.tree) == expected
@@ -64,8 +87,22 @@ def test_repairs_by_hand(sequence, expected, repairs):
 
 def test_random_token_sequences_always_give_a_tree_over_the_words():
     rng = random.Random(20240601)
-    vocabulary = ["(S", "(NP", "(VP", "(PP", ")S", ")NP", ")VP", ")", "(", "XX", "NN",
-                  "<unk>", ")PP", "(SBAR"]
+    vocabulary = [
+        "(S",
+        "(NP",
+        "(VP",
+        "(PP",
+        ")S",
+        ")NP",
+        ")VP",
+        ")",
+        "(",
+        "XX",
+        "NN",
+        "<unk>",
+        ")PP",
+        "(SBAR",
+    ]
     seen = set()
     for linearizer in (Linearizer(), Linearizer(pos_tags=True, closing_labels=False)):
         for _ in range(2000):
@@ -88,15 +125,26 @@ def test_random_token_sequences_always_give_a_tree_over_the_words():
     assert seen == set(REPAIRS) - {"flat_fallback"}
 
 
-@pytest.mark.parametrize("linearizer", [Linearizer(), Linearizer(pos_tags=True,
-                                                                  closing_labels=False)])
+@pytest.mark.parametrize(
+    "linearizer", [Linearizer(), Linearizer(pos_tags=True, closing_labels=False)]
+)
 def test_words_with_brackets_round_trip_through_the_written_tree(linearizer):
     # linearize -> delinearize -> str -> read: one tree over the same number of words, each
     # spelled as the treebank does (by hand: '(' -> -LRB-, ')' -> -RRB-).
     words = [":-)", "(a", "a)b", "(", ")"]
-    tree = Tree("TOP", [Tree("S", [
-        Tree("NP", [Tree("NN", [words[0]]), Tree("NN", [words[1]])]),
-        Tree("VP", [Tree("VBZ", [words[2]]), Tree("NN", [words[3]])]), Tree(".", [words[4]])])])
+    tree = Tree(
+        "TOP",
+        [
+            Tree(
+                "S",
+                [
+                    Tree("NP", [Tree("NN", [words[0]]), Tree("NN", [words[1]])]),
+                    Tree("VP", [Tree("VBZ", [words[2]]), Tree("NN", [words[3]])]),
+                    Tree(".", [words[4]]),
+                ],
+            )
+        ],
+    )
     result = linearizer.delinearize(linearizer.linearize(tree), words)
     assert result.repairs == ()
     read = parse_tree(str(result.tree))
@@ -119,7 +167,8 @@ def test_word_slots_take_the_input_words_whatever_was_copied():
 
 def test_linearizer_settings():
     assert Linearizer.from_dict({"pos_tags": True, "closing_labels": False}) == Linearizer(
-        pos_tags=True, closing_labels=False, word_slots=False)  # a parsing.json from before
+        pos_tags=True, closing_labels=False, word_slots=False
+    )  # a parsing.json from before
     settings = Linearizer(word_slots=True).to_dict()
     assert settings == {"pos_tags": False, "closing_labels": True, "word_slots": True}
     assert Linearizer.from_dict(settings) == Linearizer(word_slots=True)
@@ -140,9 +189,11 @@ def test_tags_go_in_and_out():
 def test_round_trip_exact_on_every_shared_tree(data_dir, name):
     _, trees = shared_trees(data_dir, name)
     # Both choices of each option, in two passes (the suite must stay fast).
-    for linearizer in (Linearizer(pos_tags=True), Linearizer(pos_tags=False,
-                                                             closing_labels=False),
-                       Linearizer(word_slots=True)):
+    for linearizer in (
+        Linearizer(pos_tags=True),
+        Linearizer(pos_tags=False, closing_labels=False),
+        Linearizer(word_slots=True),
+    ):
         for tree in trees:
             tokens = linearizer.linearize(tree)
             words = tree.leaves()

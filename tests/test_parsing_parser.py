@@ -18,8 +18,13 @@ def test_paper_presets_and_decoding_settings():
     # Section 6.3: 4 layers, d_model 1024, otherwise base; 16K / 32K vocabulary.
     for name, vocab in (("parsing_wsj", 16000), ("parsing_semi", 32000)):
         config = TransformerConfig.from_preset(name)
-        assert (config.num_layers, config.d_model, config.d_ff, config.num_heads,
-                config.vocab_size) == (4, 1024, 2048, 8, vocab)
+        assert (
+            config.num_layers,
+            config.d_model,
+            config.d_ff,
+            config.num_heads,
+            config.vocab_size,
+        ) == (4, 1024, 2048, 8, vocab)
         # By hand: per layer, encoder 4*(d*d+d) + 2*d*d_ff + d_ff + d + 4d = 8,401,920,
         # decoder one more attention block and LayerNorm: 12,601,344; times 4 layers, plus
         # the shared vocab x d embedding.
@@ -37,7 +42,7 @@ class _StandInTranslator:
 
     def translate(self, texts):
         self.inputs = list(texts)
-        return self.outputs[:len(texts)]
+        return self.outputs[: len(texts)]
 
 
 def test_parser_escapes_brackets_repairs_and_counts():
@@ -48,19 +53,29 @@ def test_parser_escapes_brackets_repairs_and_counts():
     assert translator.inputs == ["-LRB- it :--RRB-", "works .", ""]
     assert [str(t) for t in trees] == [
         "(TOP (S (NP (XX -LRB-)) (VP (XX it) (XX :--RRB-))))",
-        "(TOP (S (XX works) (XX .)))", "(TOP)"]
-    assert parser.last_repaired == 1 and parser.last_repairs == {"unclosed_brackets": 1,
-                                                                 "missing_word_slots": 1}
+        "(TOP (S (XX works) (XX .)))",
+        "(TOP)",
+    ]
+    assert parser.last_repaired == 1 and parser.last_repairs == {
+        "unclosed_brackets": 1,
+        "missing_word_slots": 1,
+    }
     with pytest.raises(TypeError, match="sentences\\[0\\]"):
         parser.parse([3])
     with pytest.raises(TypeError, match="wrap it in a list"):
         parser.parse("one sentence")
     # A constituent whose only child has its label is merged, unless asked not to.
     unary = "(S (NP (NP XX XX )NP )NP (VP XX )VP )S"
-    for merge, expected in ((True, "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks))))"),
-                            (False, "(TOP (S (NP (NP (XX the) (XX dog))) (VP (XX barks))))")):
-        merging = Parser(_StandInTranslator([unary]), Linearizer(), constrained=False,
-                         merge_same_label_unaries=merge)
+    for merge, expected in (
+        (True, "(TOP (S (NP (XX the) (XX dog)) (VP (XX barks))))"),
+        (False, "(TOP (S (NP (NP (XX the) (XX dog))) (VP (XX barks))))"),
+    ):
+        merging = Parser(
+            _StandInTranslator([unary]),
+            Linearizer(),
+            constrained=False,
+            merge_same_label_unaries=merge,
+        )
         assert [str(t) for t in merging.parse(["the dog barks"])] == [expected]
         assert merging.last_repaired == 0
     # A constrained parser needs the translator's decoder and vocabulary.
@@ -73,11 +88,15 @@ def test_a_run_without_parsing_json_is_refused_before_its_model_loads(tmp_path):
     run = tmp_path / "translation_run"
     run.mkdir()
     (run / "model.keras").write_bytes(b"not a model")
-    for call in (lambda: read_parsing_settings(run), lambda: Parser.load(str(run)),
-                 lambda: kt.parse([["It", "works"]], model=str(run)),
-                 lambda: Parser.load(str(run / "model.keras"))):
-        with pytest.raises(UserInputError, match="has no parsing.json, so it is not a "
-                                                 "parsing run") as info:
+    for call in (
+        lambda: read_parsing_settings(run),
+        lambda: Parser.load(str(run)),
+        lambda: kt.parse([["It", "works"]], model=str(run)),
+        lambda: Parser.load(str(run / "model.keras")),
+    ):
+        with pytest.raises(
+            UserInputError, match="has no parsing.json, so it is not a parsing run"
+        ) as info:
             call()
         assert "ptb_parsing.py" in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(UserInputError, match="does not exist"):
@@ -103,8 +122,10 @@ def _toy_tree(rng):
     elif kind == 1:
         vp = f"(VP (VBZ {rng.choice(TRANSITIVE)}) {np_()})"
     else:
-        vp = (f"(VP (VBZ {rng.choice(TRANSITIVE)}) {np_()} "
-              f"(PP (IN {rng.choice(PREPOSITIONS)}) {np_()}))")
+        vp = (
+            f"(VP (VBZ {rng.choice(TRANSITIVE)}) {np_()} "
+            f"(PP (IN {rng.choice(PREPOSITIONS)}) {np_()}))"
+        )
     return parse_tree(f"(TOP (S {np_()} {vp} (. .)))")
 
 
@@ -126,20 +147,44 @@ def test_tiny_parser_learns_a_toy_grammar_to_f1_1(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     write_parsing_settings(str(run), linearizer)
-    train({
-        "output_dir": str(run),
-        "model": {"preset": "base", "num_layers": 1, "d_model": 64, "d_ff": 128,
-                  "num_heads": 4, "dropout": 0.0, "label_smoothing": 0.0, "max_length": 128},
-        "data": {"train": [{"source": source, "target": target}],
-                 "dev": {"source": dev_source, "target": dev_target}, "vocab": vocab,
-                 "token_budget": 512, "max_length": 64, "shuffle_buffer": 1000},
-        "schedule": {"train_steps": 200, "warmup_steps": 50, "learning_rate_scale": 0.5,
-                     "tokens_per_update": 512, "eval_every_steps": 200,
-                     "log_every_steps": 50},
-        "checkpoints": {"every_minutes": None, "every_steps": 50, "keep_last": 2,
-                        "average_last": 2},
-        "verbose": 0,
-    })
+    train(
+        {
+            "output_dir": str(run),
+            "model": {
+                "preset": "base",
+                "num_layers": 1,
+                "d_model": 64,
+                "d_ff": 128,
+                "num_heads": 4,
+                "dropout": 0.0,
+                "label_smoothing": 0.0,
+                "max_length": 128,
+            },
+            "data": {
+                "train": [{"source": source, "target": target}],
+                "dev": {"source": dev_source, "target": dev_target},
+                "vocab": vocab,
+                "token_budget": 512,
+                "max_length": 64,
+                "shuffle_buffer": 1000,
+            },
+            "schedule": {
+                "train_steps": 200,
+                "warmup_steps": 50,
+                "learning_rate_scale": 0.5,
+                "tokens_per_update": 512,
+                "eval_every_steps": 200,
+                "log_every_steps": 50,
+            },
+            "checkpoints": {
+                "every_minutes": None,
+                "every_steps": 50,
+                "keep_last": 2,
+                "average_last": 2,
+            },
+            "verbose": 0,
+        }
+    )
     assert read_parsing_settings(str(run)) == linearizer
     parser = Parser.load(str(run))  # beam 21, alpha 0.3, input + 300
     assert parser.translator.beam_search.beam_size == 21

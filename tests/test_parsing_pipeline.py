@@ -9,8 +9,10 @@ from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.training import TrainingConfig
 from tests._training_fixtures import load_pipeline
 
-WSJ = ["( (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks) (NP (-NONE- *))) (. .)) )",
-       "( (S (NP-SBJ (PRP It)) (VP (VBZ works))) )"]
+WSJ = [
+    "( (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks) (NP (-NONE- *))) (. .)) )",
+    "( (S (NP-SBJ (PRP It)) (VP (VBZ works))) )",
+]
 GUM = ["(ROOT (NP (NNS Cats) (. .)))"]
 
 
@@ -24,7 +26,8 @@ def data_dir(tmp_path):
     (tmp_path / "data" / "gum").mkdir()
     for name in ("train", "dev"):
         (tmp_path / "data" / "treebank" / f"wsj_sample.{name}.trees").write_text(
-            "\n".join(WSJ) + "\n")
+            "\n".join(WSJ) + "\n"
+        )
     (tmp_path / "data" / "gum" / "gum_const.train.trees").write_text("\n".join(GUM) + "\n")
     return tmp_path / "data"
 
@@ -35,10 +38,14 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     corpus = pipeline.prepare_corpus(str(data_dir), run, "wsj+gum", Linearizer(), 320)
     assert [open(t).read() for _, t in corpus["train"]] == [
         "(S (NP XX XX )NP (VP XX )VP XX )S\n(S (NP XX )NP (VP XX )VP )S\n",
-        "(NP XX XX )NP\n"]
+        "(NP XX XX )NP\n",
+    ]
     assert open(corpus["dev"][0]).read() == "The dog barks .\nIt works\n"
     assert json.load(open(tmp_path / "run" / "parsing.json")) == {
-        "closing_labels": True, "pos_tags": False, "word_slots": False}
+        "closing_labels": True,
+        "pos_tags": False,
+        "word_slots": False,
+    }
     # A run folder prepared otherwise is refused, in one message.
     with pytest.raises(UserInputError, match="was prepared with"):
         pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(pos_tags=True), 320)
@@ -55,8 +62,9 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     paper = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj+gum"))
     assert paper.model["preset"] == "parsing_semi"
     assert paper.schedule.tokens_per_update == 25000
-    cpu = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj+gum", cpu=True,
-                                                           gum_weight=0.5))
+    cpu = TrainingConfig.from_dict(
+        pipeline.parsing_config(corpus, run, "wsj+gum", cpu=True, gum_weight=0.5)
+    )
     assert cpu.model["d_model"] == 256 and cpu.data.vocab == corpus["vocab"]
     assert [c.weight for c in cpu.data.train] == [1.0, 0.5]
     model = cpu.transformer_config(vocab_size=320)
@@ -68,44 +76,77 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
     # Run 3's recipe (benchmarks/README.md): updates of 2048 tokens; 20000 of them with the
     # GUM trees, 18000 without (run 12); peak 0.00056 with the GUM trees (runs 26-27, two
     # seeds: 85.65 / 83.89 against 0.00084's 84.84 / 83.91), 0.00084 without.
-    assert (cpu.schedule.train_steps, cpu.schedule.tokens_per_update, cpu.data.token_budget,
-            cpu.schedule.warmup_steps, cpu.schedule.learning_rate_scale) == (20000, 2048, 2048,
-                                                                             500, 0.2)
+    assert (
+        cpu.schedule.train_steps,
+        cpu.schedule.tokens_per_update,
+        cpu.data.token_budget,
+        cpu.schedule.warmup_steps,
+        cpu.schedule.learning_rate_scale,
+    ) == (20000, 2048, 2048, 500, 0.2)
     wsj_only = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True))
     assert (wsj_only.schedule.train_steps, wsj_only.schedule.learning_rate_scale) == (18000, 0.3)
     # The checkpoints (500 updates apart, 20 kept) of the last 35% of the updates trained are
     # averaged, however many the time limit allowed (runs 16-18); the paper size averages
     # the paper's last 5.
-    assert (cpu.checkpoints.every_steps, cpu.checkpoints.average_last,
-            cpu.checkpoints.keep_last, cpu.checkpoints.average_last_fraction) == (500, 20, 20,
-                                                                                  0.35)
+    assert (
+        cpu.checkpoints.every_steps,
+        cpu.checkpoints.average_last,
+        cpu.checkpoints.keep_last,
+        cpu.checkpoints.average_last_fraction,
+    ) == (500, 20, 20, 0.35)
     assert wsj_only.checkpoints.average_last_fraction == 0.35
     assert (paper.checkpoints.average_last, paper.checkpoints.average_last_fraction) == (5, None)
     assert wsj_only.transformer_config(vocab_size=320).dropout == 0.2
     assert wsj_only.transformer_config(vocab_size=320).attention_dropout == 0.0
-    assert TrainingConfig.from_dict(pipeline.parsing_config(
-        corpus, run, "wsj+gum", cpu=True, train_steps=600)).schedule.train_steps == 600
+    assert (
+        TrainingConfig.from_dict(
+            pipeline.parsing_config(corpus, run, "wsj+gum", cpu=True, train_steps=600)
+        ).schedule.train_steps
+        == 600
+    )
     # The issue's budget, 2 hours of training, bounds --cpu runs on any machine; the paper
     # size has no limit; both take an explicit one, or none.
-    assert (wsj_only.schedule.max_train_minutes, cpu.schedule.max_train_minutes,
-            paper.schedule.max_train_minutes) == (120, 120, None)
+    assert (
+        wsj_only.schedule.max_train_minutes,
+        cpu.schedule.max_train_minutes,
+        paper.schedule.max_train_minutes,
+    ) == (120, 120, None)
     for given, expected in ((None, None), (30.0, 30.0)):
-        assert TrainingConfig.from_dict(pipeline.parsing_config(
-            corpus, run, "wsj", cpu=True, max_train_minutes=given)
-        ).schedule.max_train_minutes == expected
+        assert (
+            TrainingConfig.from_dict(
+                pipeline.parsing_config(corpus, run, "wsj", cpu=True, max_train_minutes=given)
+            ).schedule.max_train_minutes
+            == expected
+        )
     # Linear decay to 0 for --cpu (runs 14 and 16); the paper size keeps the paper's.
     assert (cpu.schedule.decay, wsj_only.schedule.decay, paper.schedule.decay) == (
-        "linear", "linear", "rsqrt")
-    assert TrainingConfig.from_dict(pipeline.parsing_config(
-        corpus, run, "wsj", cpu=True, decay="rsqrt")).schedule.decay == "rsqrt"
+        "linear",
+        "linear",
+        "rsqrt",
+    )
+    assert (
+        TrainingConfig.from_dict(
+            pipeline.parsing_config(corpus, run, "wsj", cpu=True, decay="rsqrt")
+        ).schedule.decay
+        == "rsqrt"
+    )
 
 
 @pytest.mark.parametrize("minutes", ["-1", "nan"])
-def test_a_bad_time_limit_is_one_clear_error_before_any_work(tmp_path, data_dir, capsys,
-                                                              minutes):
-    code = _pipeline().main(["--data", "wsj", "--cpu", "--data-dir", str(data_dir),
-                             "--output-dir", str(tmp_path / "run"),
-                             "--max-train-minutes", minutes])
+def test_a_bad_time_limit_is_one_clear_error_before_any_work(tmp_path, data_dir, capsys, minutes):
+    code = _pipeline().main(
+        [
+            "--data",
+            "wsj",
+            "--cpu",
+            "--data-dir",
+            str(data_dir),
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--max-train-minutes",
+            minutes,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and f"--max-train-minutes {minutes}" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
@@ -114,24 +155,27 @@ def test_a_bad_time_limit_is_one_clear_error_before_any_work(tmp_path, data_dir,
 def test_phrases_add_every_wsj_phrase_as_a_corpus_of_its_own(tmp_path, data_dir):
     pipeline = _pipeline()
     run = str(tmp_path / "run")
-    corpus = pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(), 320,
-                                     phrases=True)
+    corpus = pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(), 320, phrases=True)
     assert corpus["train_names"] == ["wsj", "wsj_phrases"]
     # WSJ's two trees have one phrase of two words or more below the sentence: "The dog".
     (wsj_words, _), (phrase_words, phrase_trees) = corpus["train"]
     assert open(phrase_words).read() == "The dog\n"
     assert open(phrase_trees).read() == "(NP XX XX )NP\n"
     assert len(open(wsj_words).read().splitlines()) == 2
-    config = TrainingConfig.from_dict(pipeline.parsing_config(corpus, run, "wsj", cpu=True,
-                                                              phrase_weight=0.5))
-    assert [(c.source, c.weight) for c in config.data.train] == [(wsj_words, 1.0),
-                                                                 (phrase_words, 0.5)]
+    config = TrainingConfig.from_dict(
+        pipeline.parsing_config(corpus, run, "wsj", cpu=True, phrase_weight=0.5)
+    )
+    assert [(c.source, c.weight) for c in config.data.train] == [
+        (wsj_words, 1.0),
+        (phrase_words, 0.5),
+    ]
     # The same folder without phrases (or the other way round) is refused.
     with pytest.raises(UserInputError, match="was prepared with"):
         pipeline.prepare_corpus(str(data_dir), run, "wsj", Linearizer(), 320)
     plain = str(tmp_path / "plain")
-    assert pipeline.prepare_corpus(str(data_dir), plain, "wsj", Linearizer(),
-                                   320)["train_names"] == ["wsj"]
+    assert pipeline.prepare_corpus(str(data_dir), plain, "wsj", Linearizer(), 320)[
+        "train_names"
+    ] == ["wsj"]
     with pytest.raises(UserInputError, match="was prepared with"):
         pipeline.prepare_corpus(str(data_dir), plain, "wsj", Linearizer(), 320, phrases=True)
 
@@ -139,21 +183,37 @@ def test_phrases_add_every_wsj_phrase_as_a_corpus_of_its_own(tmp_path, data_dir)
 def test_predicted_pos_slots_are_also_scored_with_the_gold_tags():
     from keras_transformer.parsing.trees import parse_tree
 
-    gold = [parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))"),
-            parse_tree("(TOP (S (NP (PRP d)) (VP (VBZ e))))")]
+    gold = [
+        parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (. .)))"),
+        parse_tree("(TOP (S (NP (PRP d)) (VP (VBZ e))))"),
+    ]
     # The first parse tags its '.' as NN, so EVALB keeps it as a word there: an error
     # sentence. Its brackets, S NP VP, match the gold's; the second parse misses the NP.
-    parsed = [parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (NN .)))"),
-              parse_tree("(TOP (S (PRP d) (VP (VBZ e))))")]
+    parsed = [
+        parse_tree("(TOP (S (NP (DT a) (NN b)) (VP (VBZ c)) (NN .)))"),
+        parse_tree("(TOP (S (PRP d) (VP (VBZ e))))"),
+    ]
     report, scored, figures = _pipeline().score_parses(gold, parsed)
     assert scored == parsed and report.all.error_sentences == 1
     # By hand, with the gold tags in: gold brackets S NP VP + S NP VP = 6, test 3 + 2 = 5,
     # matched 5: recall 5/6, precision 1, F1 2 * (5/6) / (11/6) = 10/11.
-    assert figures["gold_tags"] == {"f1": round(100 * 10 / 11, 2), "precision": 100.0,
-                                    "recall": round(100 * 5 / 6, 2), "error_sentences": 0}
+    assert figures["gold_tags"] == {
+        "f1": round(100 * 10 / 11, 2),
+        "precision": 100.0,
+        "recall": round(100 * 5 / 6, 2),
+        "error_sentences": 0,
+    }
     # XX slots get the gold tags in the report itself, and no second figure.
-    xx = [parse_tree(str(tree).replace("(DT", "(XX").replace("(NN", "(XX")
-                     .replace("(VBZ", "(XX").replace("(PRP", "(XX")) for tree in parsed]
+    xx = [
+        parse_tree(
+            str(tree)
+            .replace("(DT", "(XX")
+            .replace("(NN", "(XX")
+            .replace("(VBZ", "(XX")
+            .replace("(PRP", "(XX")
+        )
+        for tree in parsed
+    ]
     report, _, figures = _pipeline().score_parses(gold, xx)
     assert "gold_tags" not in figures and report.all.error_sentences == 0
     assert round(report.all.f1, 2) == round(100 * 10 / 11, 2)
@@ -168,8 +228,9 @@ def test_the_dev_parse_records_its_opening_penalty_for_parse(tmp_path, capsys):
     run = untrained_parser_run(tmp_path / "run")
     gold = [parse_tree("(TOP (S (NP (PRP She)) (VP (VBZ does) (RB n't)) (. .)))")]
     # 50 nats per opening: one constituent under TOP, whatever the untrained model prefers.
-    _, figures = pipeline.evaluate_dev(str(run), gold, Linearizer(), beam_size=2,
-                                       max_extra_length=8, opening_penalty=50.0)
+    _, figures = pipeline.evaluate_dev(
+        str(run), gold, Linearizer(), beam_size=2, max_extra_length=8, opening_penalty=50.0
+    )
     assert figures["opening_penalty"] == 50.0 and read_opening_penalty(str(run)) == 50.0
     (parsed,) = [parse_tree(line) for line in open(run / "dev.parsed.trees")]
     assert [type(child).__name__ for child in parsed.children] == ["Tree"]
@@ -178,15 +239,26 @@ def test_the_dev_parse_records_its_opening_penalty_for_parse(tmp_path, capsys):
     loaded = Parser.load(str(run), beam_size=2, max_extra_length=8)  # as parse(model=RUN)
     assert loaded.translator.decoder.opening_penalty == 50.0
     # The free search has no penalty to apply: the run then records none.
-    _, figures = pipeline.evaluate_dev(str(run), gold, Linearizer(), beam_size=2,
-                                       max_extra_length=8, constrained=False,
-                                       opening_penalty=50.0)
+    _, figures = pipeline.evaluate_dev(
+        str(run),
+        gold,
+        Linearizer(),
+        beam_size=2,
+        max_extra_length=8,
+        constrained=False,
+        opening_penalty=50.0,
+    )
     assert figures["opening_penalty"] == 0.0 and read_opening_penalty(str(run)) == 0.0
-    for flags, message in ((["--unconstrained", "--opening-penalty", "1"],
-                            "applies to the constrained search"),
-                           (["--opening-penalty", "inf"], "must be a finite number")):
-        assert pipeline.main(["--data-dir", str(tmp_path), "--output-dir",
-                              str(tmp_path / "other")] + flags) == 2
+    for flags, message in (
+        (["--unconstrained", "--opening-penalty", "1"], "applies to the constrained search"),
+        (["--opening-penalty", "inf"], "must be a finite number"),
+    ):
+        assert (
+            pipeline.main(
+                ["--data-dir", str(tmp_path), "--output-dir", str(tmp_path / "other")] + flags
+            )
+            == 2
+        )
         assert message in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
 

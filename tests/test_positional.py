@@ -3,9 +3,11 @@ import math
 import numpy as np
 from keras import ops
 
-from keras_transformer.layers import (LearnedPositionalEmbedding,
-                                      SinusoidalPositionalEncoding,
-                                      sinusoidal_positional_encoding)
+from keras_transformer.layers import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    sinusoidal_positional_encoding,
+)
 from tests import reference
 
 

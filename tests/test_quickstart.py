@@ -22,15 +22,43 @@ def test_short_quickstart_produces_every_output(tmp_path):
     # compiles one search instead of four (the export's own cost, most of this test's time).
     run, exports = tmp_path / "run", tmp_path / "saved_models"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "pipelines" / "quickstart.py"), "--output-dir", str(run),
-         "--export-dir", str(exports), "--steps", "8", "--test-size", "8",
-         "--dev-bleu-sentences", "8", "--max-extra-length", "8", "--beam-size", "1"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        [
+            sys.executable,
+            str(ROOT / "pipelines" / "quickstart.py"),
+            "--output-dir",
+            str(run),
+            "--export-dir",
+            str(exports),
+            "--steps",
+            "8",
+            "--test-size",
+            "8",
+            "--dev-bleu-sentences",
+            "8",
+            "--max-extra-length",
+            "8",
+            "--beam-size",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 8 and 0.0 <= summary["exact_match"] <= 1.0
-    for path in ("vocab.model", "config.json", "model.keras", "averaged.keras", "history.json",
-                 "learning_curve.png", "attention.png", "test.hyp.de", "logs"):
+    for path in (
+        "vocab.model",
+        "config.json",
+        "model.keras",
+        "averaged.keras",
+        "history.json",
+        "learning_curve.png",
+        "attention.png",
+        "test.hyp.de",
+        "logs",
+    ):
         assert (run / path).exists(), path
     assert any((run / "checkpoints").glob("ckpt-*.index"))
     assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
@@ -59,18 +87,21 @@ def test_demo_expectations_are_the_corpus_renderings():
 def test_learning_curve_has_every_logged_point_and_the_legend_clear_of_test_bleu(tmp_path):
     import tensorflow as tf
 
-    logged = [(step, 6.0 / step ** 0.5) for step in range(25, 201, 25)]  # every 25 updates
+    logged = [(step, 6.0 / step**0.5) for step in range(25, 201, 25)]  # every 25 updates
     writer = tf.summary.create_file_writer(str(tmp_path / "logs" / "train"))
     with writer.as_default():
         for step, loss in logged:
             tf.summary.scalar("loss", loss, step=step)
     writer.close()
-    history = [{"step": 100, "loss": 0.9, "val_loss": 0.8, "val_bleu": 80.0},
-               {"step": 200, "loss": 0.5, "val_loss": 0.6, "val_bleu": 95.0}]
+    history = [
+        {"step": 100, "loss": 0.9, "val_loss": 0.8, "val_bleu": 80.0},
+        {"step": 200, "loss": 0.5, "val_loss": 0.6, "val_bleu": 95.0},
+    ]
     (tmp_path / "history.json").write_text(json.dumps(history))
     png = tmp_path / "learning_curve.png"
-    figure = _quickstart().plot_learning_curve(tmp_path / "history.json", tmp_path / "logs",
-                                               [(200, 97.7)], png)
+    figure = _quickstart().plot_learning_curve(
+        tmp_path / "history.json", tmp_path / "logs", [(200, 97.7)], png
+    )
     assert png.read_bytes()[:4] == b"\x89PNG"
     loss_axis, bleu_axis = figure.axes
     train, dev = loss_axis.get_lines()[:2]
@@ -91,15 +122,15 @@ def test_attention_heat_map_has_a_colour_bar(tmp_path):
     from tests._decoding_fixtures import tiny_model, train_char_vocabulary
 
     class Vocabulary:  # what plot_attention uses of a vocabulary
-        processor = sentencepiece.SentencePieceProcessor(
-            model_file=train_char_vocabulary(tmp_path))
+        processor = sentencepiece.SentencePieceProcessor(model_file=train_char_vocabulary(tmp_path))
 
         def encode(self, text):
             return self.processor.encode(text)
 
     png = tmp_path / "attention.png"
-    figure = _quickstart().plot_attention(tiny_model(vocab_size=40), Vocabulary(), "the cat",
-                                          "a dog", png)
+    figure = _quickstart().plot_attention(
+        tiny_model(vocab_size=40), Vocabulary(), "the cat", "a dog", png
+    )
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert [axis.get_ylabel() for axis in figure.axes].count("attention weight") == 1
     panels = [axis for axis in figure.axes if axis.images and axis.get_title()]
@@ -112,8 +143,9 @@ def test_seed_draws_weights_dropout_and_batch_order_but_not_the_corpus(tmp_path)
     from keras_transformer.training.config import TrainingConfig
 
     quickstart = _quickstart()
-    corpus = {split: (tmp_path / f"{split}.en", tmp_path / f"{split}.de")
-              for split in ("train", "dev")}
+    corpus = {
+        split: (tmp_path / f"{split}.en", tmp_path / f"{split}.de") for split in ("train", "dev")
+    }
     default = TrainingConfig.from_dict(quickstart.training_config(tmp_path, corpus, 1800))
     # The default keeps the trajectory of the runs recorded before --seed existed, whose
     # configs left both seeds at the config classes' defaults.
@@ -146,8 +178,7 @@ def _config_main_trains_with(monkeypatch, tmp_path, *args):
     return seen[0]
 
 
-def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch,
-                                                                              tmp_path):
+def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch, tmp_path):
     # The default: 1800 updates or 6 minutes, the rate falling linearly to 0 at whichever
     # end comes first, after the recorded 300-update warm-up.
     config = _config_main_trains_with(monkeypatch, tmp_path)
@@ -158,8 +189,9 @@ def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monk
     # 0, the last 5 reached back into the high rate and scored lower.
     assert (config.checkpoints.every_steps, config.checkpoints.average_last) == (180, 3)
     # 0 lifts the limit; the paper's schedule stays one option away.
-    schedule = _config_main_trains_with(monkeypatch, tmp_path, "--max-train-minutes", "0",
-                                        "--decay", "rsqrt").schedule
+    schedule = _config_main_trains_with(
+        monkeypatch, tmp_path, "--max-train-minutes", "0", "--decay", "rsqrt"
+    ).schedule
     assert (schedule.decay, schedule.max_train_minutes) == ("rsqrt", None)
     # A shortened run (the tests' 8 updates) warms up for a sixth of it, so that the linear
     # line has updates left to fall over (a longer warm-up is refused).
@@ -169,12 +201,15 @@ def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monk
     assert schedule.warmup_steps == 150
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--max-train-minutes", "-1"], "--max-train-minutes -1.0: give minutes > 0, or 0"),
-    (["--max-train-minutes", "nan"], "--max-train-minutes nan"),
-    (["--steps", "1"], "--steps 1: give at least 2 updates"),
-    (["--steps", "0", "--decay", "rsqrt"], "--steps 0: give at least 2 updates"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-train-minutes", "-1"], "--max-train-minutes -1.0: give minutes > 0, or 0"),
+        (["--max-train-minutes", "nan"], "--max-train-minutes nan"),
+        (["--steps", "1"], "--steps 1: give at least 2 updates"),
+        (["--steps", "0", "--decay", "rsqrt"], "--steps 0: give at least 2 updates"),
+    ],
+)
 def test_a_bad_option_is_one_line_before_any_work(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as exit_info:
         _quickstart().main(["--output-dir", str(tmp_path / "run"), *args])

@@ -24,8 +24,9 @@ def first_tokens(top_k=0, temperature=1.0, seed=0):
     decoder = MarkovDecoder(markov_table(VOCAB_SIZE, {BOS: FIRST_TOKEN}))
     # Source [eos] with no extra length: outputs are one token long, drawn after bos.
     sources = np.full((DRAWS, 1), EOS, "int32")
-    result = sample(decoder, sources, top_k=top_k, temperature=temperature,
-                    max_extra_length=0, seed=seed)
+    result = sample(
+        decoder, sources, top_k=top_k, temperature=temperature, max_extra_length=0, seed=seed
+    )
     return ops.convert_to_numpy(result.ids)[:, 0, 0]
 
 
@@ -54,8 +55,9 @@ def chi_square(tokens, expected):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
 def test_frequencies_follow_softmax_of_log_probs_over_temperature(temperature):
-    statistic, critical = chi_square(first_tokens(temperature=temperature, seed=1),
-                                     expected_frequencies(temperature))
+    statistic, critical = chi_square(
+        first_tokens(temperature=temperature, seed=1), expected_frequencies(temperature)
+    )
     assert statistic < critical, (statistic, critical)
 
 
@@ -70,8 +72,9 @@ def test_top_k_draws_only_the_k_most_probable_tokens_in_proportion(top_k):
 
 def test_the_check_rejects_a_wrong_temperature():
     # The test's power: draws at T = 1 are told apart from T = 0.8 by a wide margin (statistic ~290, critical value ~36).
-    statistic, critical = chi_square(first_tokens(temperature=1.0, seed=3),
-                                     expected_frequencies(0.8))
+    statistic, critical = chi_square(
+        first_tokens(temperature=1.0, seed=3), expected_frequencies(0.8)
+    )
     assert statistic > 5 * critical
 
 
@@ -80,10 +83,15 @@ def test_sample_tokens_inverts_the_cumulative_distribution():
     # [0.3, 1) -> 2. With top_k 2, probs [0, 2/9, 7/9]: u < 2/9 -> 1, else 2.
     log_probs = ops.log(ops.convert_to_tensor([[0.1, 0.2, 0.7]] * 6, "float32"))
     uniform = ops.convert_to_tensor([0.0, 0.09, 0.11, 0.29, 0.31, 0.999], "float32")
-    assert ops.convert_to_numpy(sample_tokens(log_probs, uniform)).tolist() == [
-        0, 0, 1, 1, 2, 2]
+    assert ops.convert_to_numpy(sample_tokens(log_probs, uniform)).tolist() == [0, 0, 1, 1, 2, 2]
     assert ops.convert_to_numpy(sample_tokens(log_probs, uniform, top_k=2)).tolist() == [
-        1, 1, 1, 2, 2, 2]
+        1,
+        1,
+        1,
+        2,
+        2,
+        2,
+    ]
 
 
 def test_bad_settings():

@@ -6,7 +6,7 @@ import keras_transformer as kt
 
 def paper_lrate(step_num, d_model=512, warmup_steps=4000):
     """Equation 3 of section 5.3."""
-    return d_model ** -0.5 * min(step_num ** -0.5, step_num * warmup_steps ** -1.5)
+    return d_model**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
 
 
 def test_schedule_equals_formula_3():
@@ -14,7 +14,7 @@ def test_schedule_equals_formula_3():
     for step_num in (1, 4000, 100000):
         # Keras passes the 0-based iteration count; the paper's step_num starts at 1.
         assert abs(float(schedule(step_num - 1)) - paper_lrate(step_num)) < 1e-10
-    assert abs(paper_lrate(4000) - 512 ** -0.5 * 4000 ** -0.5) < 1e-12  # hand value at the peak
+    assert abs(paper_lrate(4000) - 512**-0.5 * 4000**-0.5) < 1e-12  # hand value at the peak
 
 
 def test_peak_at_warmup():
@@ -27,7 +27,8 @@ def test_peak_at_warmup():
 def test_scale_and_serialization():
     schedule = kt.NoamSchedule(d_model=256, warmup_steps=100, scale=2.0)
     restored = keras.optimizers.schedules.deserialize(
-        keras.optimizers.schedules.serialize(schedule))
+        keras.optimizers.schedules.serialize(schedule)
+    )
     assert isinstance(restored, kt.NoamSchedule)
     assert abs(float(restored(9)) - 2.0 * paper_lrate(10, 256, 100)) < 1e-10
 
@@ -56,8 +57,7 @@ def test_linear_decay_against_hand_values():
     #   step_num 250:   half the peak (warmup)              = 4.1926e-4
     #   step_num 7250:  (14000 - 7250) / 13500 = 0.5 of it  = 4.1926e-4
     #   step_num 14000: 0, and past it still 0 (not negative)
-    schedule = kt.LinearDecaySchedule(d_model=256, warmup_steps=500, total_steps=14000,
-                                      scale=0.3)
+    schedule = kt.LinearDecaySchedule(d_model=256, warmup_steps=500, total_steps=14000, scale=0.3)
     noam = kt.NoamSchedule(d_model=256, warmup_steps=500, scale=0.3)
     assert abs(float(schedule(499)) / 8.3853e-4 - 1) < 1e-4
     assert abs(float(schedule(499)) - float(noam(499))) < 1e-10
@@ -68,7 +68,8 @@ def test_linear_decay_against_hand_values():
     values = [float(schedule(s)) for s in (3999, 6999, 9999)]
     assert abs((values[0] - values[1]) - (values[1] - values[2])) < 1e-9
     restored = keras.optimizers.schedules.deserialize(
-        keras.optimizers.schedules.serialize(schedule))
+        keras.optimizers.schedules.serialize(schedule)
+    )
     assert isinstance(restored, kt.LinearDecaySchedule)
     assert float(restored(7249)) == float(schedule(7249))
 
@@ -78,17 +79,25 @@ def test_build_optimizer_decay_choice():
     assert isinstance(optimizer._learning_rate, kt.LinearDecaySchedule)
     optimizer.iterations.assign(7249)
     assert abs(float(optimizer.learning_rate) / 4.1926e-4 - 1) < 1e-4
-    for bad, message in (({"decay": "cosine"}, "decay must be one of"),
-                         ({"decay": "linear"}, "needs total_steps"),
-                         ({"decay": "linear", "total_steps": 400}, "below total_steps")):
+    for bad, message in (
+        ({"decay": "cosine"}, "decay must be one of"),
+        ({"decay": "linear"}, "needs total_steps"),
+        ({"decay": "linear", "total_steps": 400}, "below total_steps"),
+    ):
         with pytest.raises(ValueError, match=message):
             kt.build_optimizer(256, 500, **bad)
 
 
 def test_linear_decay_ends_with_the_time_budget_when_it_binds_first():
     elapsed = keras.Variable(0.0, dtype="float64", trainable=False)
-    schedule = kt.LinearDecaySchedule(d_model=256, warmup_steps=500, total_steps=14000,
-                                      scale=0.3, time_budget=7200.0, elapsed=elapsed)
+    schedule = kt.LinearDecaySchedule(
+        d_model=256,
+        warmup_steps=500,
+        total_steps=14000,
+        scale=0.3,
+        time_budget=7200.0,
+        elapsed=elapsed,
+    )
     peak = 0.3 * (256 * 500) ** -0.5
     # Time behind the steps: the step-only line (step_num 7250: half the peak).
     elapsed.assign(600.0)

@@ -10,16 +10,24 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training import TrainingModel, group_micro_batches
 from tests._training_fixtures import max_abs_difference
 
-CONFIG = TransformerConfig(vocab_size=48, num_layers=1, d_model=32, d_ff=64, num_heads=4,
-                           dropout=0.0, shared_embeddings="none")
+CONFIG = TransformerConfig(
+    vocab_size=48,
+    num_layers=1,
+    d_model=32,
+    d_ff=64,
+    num_heads=4,
+    dropout=0.0,
+    shared_embeddings="none",
+)
 
 
 def _micro_batch(rng, batch, source_length, target_length):
     """Random ids with a different amount of right padding in each row."""
+
     def ids(length):
         values = rng.integers(4, CONFIG.vocab_size, size=(batch, length)).astype("int32")
         for row in range(batch):
-            values[row, rng.integers(1, length + 1):] = 0  # keep at least one real token
+            values[row, rng.integers(1, length + 1) :] = 0  # keep at least one real token
         return values
 
     source = ids(source_length)
@@ -89,11 +97,16 @@ def test_uniform_average_of_batch_means_would_differ(setup):
         with tf.GradientTape() as tape:
             value = loss(labels, model.transformer(inputs, training=True))
         gradients = [tf.convert_to_tensor(g) / 2 for g in tape.gradient(value, variables)]
-        mean_gradient = gradients if mean_gradient is None else [
-            a + b for a, b in zip(mean_gradient, gradients)]
+        mean_gradient = (
+            gradients
+            if mean_gradient is None
+            else [a + b for a, b in zip(mean_gradient, gradients)]
+        )
     by_name = {v.path: g.numpy() for v, g in zip(variables, mean_gradient)}
-    uniform = [w - by_name[v.path] if v.path in by_name else w
-               for v, w in zip(model.transformer.weights, initial)]
+    uniform = [
+        w - by_name[v.path] if v.path in by_name else w
+        for v, w in zip(model.transformer.weights, initial)
+    ]
     difference = max_abs_difference(accumulated, uniform)
     print("token-exact vs uniform:", difference)
     assert difference > 1e-4
@@ -101,11 +114,17 @@ def test_uniform_average_of_batch_means_would_differ(setup):
 
 def test_group_micro_batches_keeps_order_and_shapes():
     rng = np.random.default_rng(1)
-    batches = [_micro_batch(rng, batch=b, source_length=s, target_length=t)
-               for b, s, t in ((2, 3, 4), (4, 5, 2), (1, 6, 6), (3, 2, 3), (2, 2, 2))]
-    spec = ({"source_ids": tf.TensorSpec([None, None], tf.int32),
-             "target_ids": tf.TensorSpec([None, None], tf.int32)},
-            tf.TensorSpec([None, None], tf.int32))
+    batches = [
+        _micro_batch(rng, batch=b, source_length=s, target_length=t)
+        for b, s, t in ((2, 3, 4), (4, 5, 2), (1, 6, 6), (3, 2, 3), (2, 2, 2))
+    ]
+    spec = (
+        {
+            "source_ids": tf.TensorSpec([None, None], tf.int32),
+            "target_ids": tf.TensorSpec([None, None], tf.int32),
+        },
+        tf.TensorSpec([None, None], tf.int32),
+    )
     dataset = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
     groups = list(group_micro_batches(dataset, 2))
     assert len(groups) == 2  # the fifth batch does not fill a group
@@ -114,7 +133,8 @@ def test_group_micro_batches_keeps_order_and_shapes():
         for position, (inputs, labels) in enumerate(group):
             expected_inputs, expected_labels = batches[2 * group_index + position]
             np.testing.assert_array_equal(labels.numpy(), expected_labels)
-            np.testing.assert_array_equal(inputs["source_ids"].numpy(),
-                                          expected_inputs["source_ids"])
+            np.testing.assert_array_equal(
+                inputs["source_ids"].numpy(), expected_inputs["source_ids"]
+            )
     single = list(group_micro_batches(dataset, 1))
     assert len(single) == 5 and len(single[0]) == 1

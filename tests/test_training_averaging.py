@@ -10,12 +10,12 @@ import sentencepiece
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.cli import main as cli_main
-from keras_transformer.errors import UserInputError
-from keras_transformer.training import Checkpointer, average_checkpoints, list_checkpoints
-from keras_transformer.training.averaging import in_last_fraction
 from keras_transformer.data.vocabulary import SubwordVocabulary
+from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.parsing.parser import read_parsing_settings
+from keras_transformer.training import Checkpointer, average_checkpoints, list_checkpoints
+from keras_transformer.training.averaging import in_last_fraction
 from keras_transformer.training.output_dir import OutputDir, load_model
 from keras_transformer.translation import Translator
 from tests._training_fixtures import max_abs_difference
@@ -93,8 +93,9 @@ def test_in_last_fraction_selects_by_update_number():
     # stopped it, at 7505.
     run16 = [f"c/ckpt-{step}" for step in [*range(500, 8000, 500), 7505]]
     # 30% of 7505 updates is 2251.5: above update 5253.5.
-    assert in_last_fraction(run16, 0.3) == [f"c/ckpt-{s}" for s in (5500, 6000, 6500, 7000,
-                                                                    7500, 7505)]
+    assert in_last_fraction(run16, 0.3) == [
+        f"c/ckpt-{s}" for s in (5500, 6000, 6500, 7000, 7500, 7505)
+    ]
     assert in_last_fraction(run16, 0.5) == run16[7:]  # above 3752.5: 4000 on
     assert in_last_fraction(run16, 1.0) == run16
     assert in_last_fraction(run16, 1e-9) == ["c/ckpt-7505"]  # the newest, always
@@ -112,19 +113,35 @@ def test_last_fraction_of_a_folder(run_with_checkpoints, tmp_path, capsys):
     half = average_checkpoints(run.path, last=3, last_fraction=0.5)
     assert max_abs_difference(half.get_weights(), _mean(saved[1:])) < 1e-6
     # --last caps the count, and fewer than --last is no error with a fraction.
-    assert average_checkpoints(run.path, last=1, last_fraction=1.0).averaged_checkpoints == \
-        list_checkpoints(run.checkpoint_dir)[-1:]
-    assert len(average_checkpoints(run.path, last=9, last_fraction=1.0)
-               .averaged_checkpoints) == 3
+    assert (
+        average_checkpoints(run.path, last=1, last_fraction=1.0).averaged_checkpoints
+        == list_checkpoints(run.checkpoint_dir)[-1:]
+    )
+    assert len(average_checkpoints(run.path, last=9, last_fraction=1.0).averaged_checkpoints) == 3
     output = str(tmp_path / "averaged.keras")
-    assert cli_main(["average", run.path, "--last", "3", "--fraction", "0.5",
-                     "--output", output]) == 0
+    assert (
+        cli_main(["average", run.path, "--last", "3", "--fraction", "0.5", "--output", output]) == 0
+    )
     assert "averaged 2 checkpoints (ckpt-200 .. ckpt-300)" in capsys.readouterr().out
-    assert max_abs_difference(keras.saving.load_model(output).get_weights(),
-                              _mean(saved[1:])) < 1e-6
+    assert (
+        max_abs_difference(keras.saving.load_model(output).get_weights(), _mean(saved[1:])) < 1e-6
+    )
     paths = list_checkpoints(run.checkpoint_dir)
-    assert cli_main(["average", run.path, "--fraction", "0.5", "--checkpoints", *paths,
-                     "--output", str(tmp_path / "other.keras")]) == 2
+    assert (
+        cli_main(
+            [
+                "average",
+                run.path,
+                "--fraction",
+                "0.5",
+                "--checkpoints",
+                *paths,
+                "--output",
+                str(tmp_path / "other.keras"),
+            ]
+        )
+        == 2
+    )
     assert "with --checkpoints, list only the ones" in capsys.readouterr().err
     assert not (tmp_path / "other.keras").exists()
 
@@ -133,9 +150,17 @@ def _write_tiny_vocabulary(path):
     """A character SentencePiece model with the project's ids, within CONFIG's 40 ids."""
     proto = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(["a cab", "bad cab", "dab a cad"] * 20), model_writer=proto,
-        model_type="char", vocab_size=20, hard_vocab_limit=False, pad_id=0, unk_id=1,
-        bos_id=2, eos_id=3, minloglevel=2)
+        sentence_iterator=iter(["a cab", "bad cab", "dab a cad"] * 20),
+        model_writer=proto,
+        model_type="char",
+        vocab_size=20,
+        hard_vocab_limit=False,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
     with open(path, "wb") as file:
         file.write(proto.getvalue())
 
@@ -150,8 +175,9 @@ def parsing_run(run_with_checkpoints, tmp_path):
     return run, saved
 
 
-def test_average_output_elsewhere_carries_the_vocabulary_and_parsing_settings(parsing_run,
-                                                                             tmp_path):
+def test_average_output_elsewhere_carries_the_vocabulary_and_parsing_settings(
+    parsing_run, tmp_path
+):
     run, saved = parsing_run
     output = tmp_path / "elsewhere" / "averaged.keras"  # a folder not there yet
     assert cli_main(["average", run.path, "--last", "3", "--output", str(output)]) == 0
@@ -163,28 +189,34 @@ def test_average_output_elsewhere_carries_the_vocabulary_and_parsing_settings(pa
     assert Translator.load(str(output)).vocabulary == files["vocabulary"]
 
 
-def test_average_refuses_an_output_beside_other_parsing_settings(parsing_run, tmp_path,
-                                                                  capsys):
+def test_average_refuses_an_output_beside_other_parsing_settings(parsing_run, tmp_path, capsys):
     run, _ = parsing_run
     other = tmp_path / "other_run"
     other.mkdir()
     (other / "parsing.json").write_text('{"closing_labels": true, "pos_tags": false}')
-    assert cli_main(["average", run.path, "--last", "3",
-                     "--output", str(other / "averaged.keras")]) == 2
+    assert (
+        cli_main(["average", run.path, "--last", "3", "--output", str(other / "averaged.keras")])
+        == 2
+    )
     assert "parsing.json" in capsys.readouterr().err
     assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]  # nothing written
     # The same linearization with another run's opening penalty: replacing the file would
     # change how that run's model parses.
     penalized = '{"closing_labels": false, "opening_penalty": 0.5, "pos_tags": true}'
     (other / "parsing.json").write_text(penalized)
-    assert cli_main(["average", run.path, "--last", "3",
-                     "--output", str(other / "averaged.keras")]) == 2
+    assert (
+        cli_main(["average", run.path, "--last", "3", "--output", str(other / "averaged.keras")])
+        == 2
+    )
     assert "parsing.json" in capsys.readouterr().err
     assert (other / "parsing.json").read_text() == penalized
     assert sorted(p.name for p in other.iterdir()) == ["parsing.json"]
     # The same settings written before word_slots existed (and with the default penalty
     # spelled out) are this run's own.
     (other / "parsing.json").write_text(
-        '{"closing_labels": false, "opening_penalty": 0.0, "pos_tags": true}')
-    assert cli_main(["average", run.path, "--last", "3",
-                     "--output", str(other / "averaged.keras")]) == 0
+        '{"closing_labels": false, "opening_penalty": 0.0, "pos_tags": true}'
+    )
+    assert (
+        cli_main(["average", run.path, "--last", "3", "--output", str(other / "averaged.keras")])
+        == 0
+    )

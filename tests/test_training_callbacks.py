@@ -85,9 +85,13 @@ def test_stop_after_minutes_counts_the_time_of_earlier_starts(model):
 def test_time_limit_ends_a_run_as_finished_and_resumes_when_raised(tmp_path, caplog):
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=10)
     # 6 ms: spent by the first update, whatever the machine.
-    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
-                         schedule={"train_steps": 4, "max_train_minutes": 1e-4},
-                         checkpoints={"every_steps": 1, "average_last": 2})
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        data={"dev": None},
+        schedule={"train_steps": 4, "max_train_minutes": 1e-4},
+        checkpoints={"every_steps": 1, "average_last": 2},
+    )
     first = train(config)
     assert first.step == 1 and first.stopped_by_time
     assert first.train_seconds >= 1e-4 * 60
@@ -97,7 +101,9 @@ def test_time_limit_ends_a_run_as_finished_and_resumes_when_raised(tmp_path, cap
     assert (tmp_path / "run" / "model.keras").exists()
     assert (tmp_path / "run" / "averaged.keras").exists()
     [checkpoint] = list_checkpoints(tmp_path / "run" / "checkpoints")
-    saved = tf.train.load_checkpoint(checkpoint).get_tensor("train_seconds/.ATTRIBUTES/VARIABLE_VALUE")
+    saved = tf.train.load_checkpoint(checkpoint).get_tensor(
+        "train_seconds/.ATTRIBUTES/VARIABLE_VALUE"
+    )
     assert saved == pytest.approx(first.train_seconds)
     # The same command again: the time is spent, nothing more is trained.
     with caplog.at_level("INFO", logger="keras_transformer.training.trainer"):
@@ -132,15 +138,23 @@ def test_linear_decay_ends_at_the_time_limit_in_a_run(tmp_path, monkeypatch):
 
         def on_train_batch_begin(self, batch, logs=None):
             # The rate of the coming update; the clock reads the time that update will end.
-            self.rates.append(float(keras.ops.convert_to_numpy(
-                self.model.optimizer.learning_rate)))
+            self.rates.append(float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)))
             FakeTime.now = 60.0 * (int(self.model.optimizer.iterations.numpy()) + 1)
 
     monkeypatch.setattr(callbacks_module, "time", FakeTime)
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=5)
-    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
-                         schedule={"train_steps": 12, "warmup_steps": 2, "decay": "linear",
-                                   "max_train_minutes": 6, "eval_every_steps": 12})
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        data={"dev": None},
+        schedule={
+            "train_steps": 12,
+            "warmup_steps": 2,
+            "decay": "linear",
+            "max_train_minutes": 6,
+            "eval_every_steps": 12,
+        },
+    )
     result = train(config, callbacks=[Record()])
     assert result.step == 6 and result.stopped_by_time
     # peak = (d_model 32 * warmup 2)^-0.5 = 0.125. Update u (1-based) sees 60 (u - 1) s of
@@ -164,8 +178,12 @@ class _ScriptedBleu(DevBleu):
 
 def test_dev_bleu_early_stopping_and_keep_best(model, tmp_path):
     best_model, best_record = str(tmp_path / "best.keras"), str(tmp_path / "best.json")
-    callback = _ScriptedBleu([10.0, 12.0, 11.0, 12.0, 9.0], patience=3,
-                             best_model_path=best_model, best_record_path=best_record)
+    callback = _ScriptedBleu(
+        [10.0, 12.0, 11.0, 12.0, 9.0],
+        patience=3,
+        best_model_path=best_model,
+        best_record_path=best_record,
+    )
     callback.set_model(model)
     model.stop_training = False
     for epoch in range(4):
@@ -185,9 +203,13 @@ def test_dev_bleu_early_stopping_and_keep_best(model, tmp_path):
 def test_divergence_stops_training_before_bad_checkpoints(tmp_path):
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=10)
     # A learning rate of ~1e28 blows the weights up within a step or two.
-    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
-                         schedule={"train_steps": 20, "learning_rate_scale": 1e30},
-                         checkpoints={"every_steps": 1, "average_last": 0})
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        data={"dev": None},
+        schedule={"train_steps": 20, "learning_rate_scale": 1e30},
+        checkpoints={"every_steps": 1, "average_last": 0},
+    )
     with pytest.raises(TrainingDivergedError, match=r"the training loss became (nan|inf)"):
         train(config)
     steps = [int(p.rsplit("-", 1)[1]) for p in list_checkpoints(tmp_path / "run" / "checkpoints")]

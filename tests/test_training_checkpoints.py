@@ -22,8 +22,9 @@ from keras_transformer.training import (
 from keras_transformer.training import checkpoints as checkpoints_module
 from tests._training_fixtures import tiny_config, write_reverse_corpus
 
-MODEL = TransformerConfig(vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4,
-                          dropout=0.1)
+MODEL = TransformerConfig(
+    vocab_size=40, num_layers=1, d_model=32, d_ff=64, num_heads=4, dropout=0.1
+)
 
 
 def _model_and_optimizer():
@@ -69,15 +70,16 @@ def test_checkpoint_without_seed_generators_resumes_with_a_warning(tmp_path, cap
     """Checkpoints written before seed generators were saved still resume."""
     transformer, optimizer = _model_and_optimizer()
     optimizer.iterations.assign(5)
-    old_format = tf.train.Checkpoint(model=checkpoints_module.model_variables(transformer),
-                                     optimizer=optimizer)
-    tf.train.CheckpointManager(old_format, str(tmp_path), max_to_keep=2,
-                               checkpoint_name="ckpt").save(checkpoint_number=5)
+    old_format = tf.train.Checkpoint(
+        model=checkpoints_module.model_variables(transformer), optimizer=optimizer
+    )
+    tf.train.CheckpointManager(
+        old_format, str(tmp_path), max_to_keep=2, checkpoint_name="ckpt"
+    ).save(checkpoint_number=5)
     checkpointer, _ = _fresh_checkpointer(tmp_path)
     with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
         assert checkpointer.restore_latest() == 5
-    assert any("holds no dropout seed-generator state" in r.getMessage()
-               for r in caplog.records)
+    assert any("holds no dropout seed-generator state" in r.getMessage() for r in caplog.records)
 
 
 def test_checkpoint_without_train_seconds_resumes_with_a_warning(tmp_path, caplog):
@@ -86,22 +88,29 @@ def test_checkpoint_without_train_seconds_resumes_with_a_warning(tmp_path, caplo
     _write_steps(tmp_path, [4])
     transformer, optimizer = _model_and_optimizer()
     train_seconds = keras.Variable(7.0, dtype="float64", trainable=False)
-    checkpointer = Checkpointer(tmp_path, transformer, optimizer,
-                                counters={"train_seconds": train_seconds})
+    checkpointer = Checkpointer(
+        tmp_path, transformer, optimizer, counters={"train_seconds": train_seconds}
+    )
     with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
         assert checkpointer.restore_latest() == 4
     assert any("holds no training time" in r.getMessage() for r in caplog.records)
     assert float(train_seconds.numpy()) == 7.0
-    assert all(list(state.numpy()) == [4, 4]
-               for state in checkpoints_module.seed_generator_states(transformer).values())
+    assert all(
+        list(state.numpy()) == [4, 4]
+        for state in checkpoints_module.seed_generator_states(transformer).values()
+    )
     # Saved from now on, and restored by the next start.
     train_seconds.assign(42.5)
     optimizer.iterations.assign(5)
     checkpointer.save(5)
     transformer, optimizer = _model_and_optimizer()
     restored = keras.Variable(0.0, dtype="float64", trainable=False)
-    assert Checkpointer(tmp_path, transformer, optimizer,
-                        counters={"train_seconds": restored}).restore_latest() == 5
+    assert (
+        Checkpointer(
+            tmp_path, transformer, optimizer, counters={"train_seconds": restored}
+        ).restore_latest()
+        == 5
+    )
     assert float(restored.numpy()) == 42.5
 
 
@@ -131,8 +140,10 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplo
     with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
         assert checkpointer.restore_latest() == 2
     assert all(np.all(keras.ops.convert_to_numpy(v) == 2) for v in transformer.weights)
-    assert all(list(s.numpy()) == [2, 2]
-               for s in checkpoints_module.seed_generator_states(transformer).values())
+    assert all(
+        list(s.numpy()) == [2, 2]
+        for s in checkpoints_module.seed_generator_states(transformer).values()
+    )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"{tmp_path}/ckpt-3 cannot be read" in message for message in warnings)
     # Set aside, not deleted, and no longer listed (averaging must not read it).
@@ -235,10 +246,13 @@ def test_train_checkpoints_every_minutes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpoints_module, "time", FakeTime)
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=100, dev_lines=5)
-    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
-                         schedule={"train_steps": 7, "eval_every_steps": 7},
-                         checkpoints={"every_minutes": 7, "every_steps": None, "keep_last": 10,
-                                      "average_last": 0})
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        data={"dev": None},
+        schedule={"train_steps": 7, "eval_every_steps": 7},
+        checkpoints={"every_minutes": 7, "every_steps": None, "keep_last": 10, "average_last": 0},
+    )
     train(config)
     # Readings: begin (240 s); update 1 (480: 240 s later, not due); update 2 (720: due,
     # 480 s >= 420); after the save the clock reads again (960), so the pattern repeats.
@@ -250,8 +264,9 @@ def test_list_checkpoints_with_a_relative_directory(tmp_path, monkeypatch):
     # Runs are usually given as relative paths (runs/quickstart): the listed prefixes must
     # point at the files, not at the directory joined twice.
     monkeypatch.chdir(tmp_path)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
-                                         "runs/x/checkpoints", max_to_keep=3)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(v=tf.Variable(1.0)), "runs/x/checkpoints", max_to_keep=3
+    )
     for _ in range(2):
         manager.save()
     listed = list_checkpoints("runs/x/checkpoints")

@@ -16,10 +16,12 @@ def corpus(tmp_path_factory):
 
 
 def test_defaults_follow_the_paper(corpus, tmp_path):
-    config = TrainingConfig.from_dict({
-        "output_dir": str(tmp_path),
-        "data": {"train": {"source": corpus["train_source"], "target": corpus["train_target"]}},
-    })
+    config = TrainingConfig.from_dict(
+        {
+            "output_dir": str(tmp_path),
+            "data": {"train": {"source": corpus["train_source"], "target": corpus["train_target"]}},
+        }
+    )
     assert config.schedule.warmup_steps == 4000
     assert config.schedule.tokens_per_update == 25000
     assert config.checkpoints.every_minutes == 10
@@ -43,44 +45,62 @@ def test_yaml_and_json_files_give_the_same_config(corpus, tmp_path):
     assert TrainingConfig.from_dict(json.loads(config.to_json())) == config
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"learning_rate": 1.0}, "learning_rate"),
-    ({"schedule": {"warmup": 10}}, "schedule.warmup"),
-    ({"data": {"token_budjet": 10}}, "data.token_budjet"),
-    ({"checkpoints": {"every_minute": 1}}, "checkpoints.every_minute"),
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"learning_rate": 1.0}, "learning_rate"),
+        ({"schedule": {"warmup": 10}}, "schedule.warmup"),
+        ({"data": {"token_budjet": 10}}, "data.token_budjet"),
+        ({"checkpoints": {"every_minute": 1}}, "checkpoints.every_minute"),
+    ],
+)
 def test_unknown_keys_are_named(corpus, tmp_path, change, key):
     with pytest.raises(UserInputError, match=rf"unknown key\(s\) {key}\b"):
         TrainingConfig.from_dict(tiny_config(tmp_path, corpus, **change))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"schedule": {"train_steps": "many"}}, r"schedule.train_steps must be an integer, got 'many'"),
-    ({"schedule": {"train_steps": 2.5}}, r"schedule.train_steps must be an integer"),
-    ({"xla": "yes"}, r"xla must be true or false"),
-    ({"precision": "float16"}, r"precision must be 'float32' or 'mixed_bfloat16' or"),
-    ({"strategy": "tpu"}, r"strategy must be 'auto' or 'one_device'"),
-    ({"data": {"token_budget": -1}}, r"data.token_budget: must be positive"),
-    ({"data": {"train": "file.txt"}}, r"data.train must be a list of a mapping"),
-    ({"checkpoints": {"average_last": 9}}, r"raise keep_last to at least 9"),
-    ({"checkpoints": {"average_last_fraction": 0}}, r"above 0 and at most 1, got 0"),
-    ({"checkpoints": {"average_last_fraction": 1.5}}, r"above 0 and at most 1, got 1.5"),
-    ({"checkpoints": {"average_last_fraction": float("nan")}}, r"at most 1, got nan"),
-    ({"model": {"preset": "huge"}}, r"model.preset: unknown preset 'huge'"),
-    ({"model": {"preset": "base", "num_layer": 2}}, r"unknown TransformerConfig field"),
-    ({"model": {"preset": "base", "vocab_size": 100}}, r"model.vocab_size: is taken from"),
-    ({"dev_bleu": {"sentences": 5}, "data": {"dev": None}}, r"dev_bleu.sentences: needs data.dev"),
-    ({"dev_bleu": {"patience": 0}}, r"dev_bleu.patience: must be positive or null"),
-    ({"schedule": {"max_train_minutes": 0}}, r"schedule.max_train_minutes: must be positive"),
-    ({"schedule": {"max_train_minutes": float("nan")}},
-     r"schedule.max_train_minutes: must be positive or null, got nan"),
-    ({"schedule": {"decay": "cosine"}}, r"schedule.decay must be 'rsqrt' or 'linear'"),
-    ({"schedule": {"decay": "linear", "warmup_steps": 500, "train_steps": 500}},
-     r"schedule.warmup_steps: \(500\) must be below schedule.train_steps \(500\).*raise "
-     r"train_steps, lower warmup_steps, or use decay 'rsqrt'"),
-    ({"schedule": {"max_train_minutes": 60}, "strategy": "multi_worker"},
-     r"schedule.max_train_minutes: .*multi_worker.*train_steps"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"schedule": {"train_steps": "many"}},
+            r"schedule.train_steps must be an integer, got 'many'",
+        ),
+        ({"schedule": {"train_steps": 2.5}}, r"schedule.train_steps must be an integer"),
+        ({"xla": "yes"}, r"xla must be true or false"),
+        ({"precision": "float16"}, r"precision must be 'float32' or 'mixed_bfloat16' or"),
+        ({"strategy": "tpu"}, r"strategy must be 'auto' or 'one_device'"),
+        ({"data": {"token_budget": -1}}, r"data.token_budget: must be positive"),
+        ({"data": {"train": "file.txt"}}, r"data.train must be a list of a mapping"),
+        ({"checkpoints": {"average_last": 9}}, r"raise keep_last to at least 9"),
+        ({"checkpoints": {"average_last_fraction": 0}}, r"above 0 and at most 1, got 0"),
+        ({"checkpoints": {"average_last_fraction": 1.5}}, r"above 0 and at most 1, got 1.5"),
+        ({"checkpoints": {"average_last_fraction": float("nan")}}, r"at most 1, got nan"),
+        ({"model": {"preset": "huge"}}, r"model.preset: unknown preset 'huge'"),
+        ({"model": {"preset": "base", "num_layer": 2}}, r"unknown TransformerConfig field"),
+        ({"model": {"preset": "base", "vocab_size": 100}}, r"model.vocab_size: is taken from"),
+        (
+            {"dev_bleu": {"sentences": 5}, "data": {"dev": None}},
+            r"dev_bleu.sentences: needs data.dev",
+        ),
+        ({"dev_bleu": {"patience": 0}}, r"dev_bleu.patience: must be positive or null"),
+        ({"schedule": {"max_train_minutes": 0}}, r"schedule.max_train_minutes: must be positive"),
+        (
+            {"schedule": {"max_train_minutes": float("nan")}},
+            r"schedule.max_train_minutes: must be positive or null, got nan",
+        ),
+        ({"schedule": {"decay": "cosine"}}, r"schedule.decay must be 'rsqrt' or 'linear'"),
+        (
+            {"schedule": {"decay": "linear", "warmup_steps": 500, "train_steps": 500}},
+            r"schedule.warmup_steps: \(500\) must be below schedule.train_steps \(500\).*raise "
+            r"train_steps, lower warmup_steps, or use decay 'rsqrt'",
+        ),
+        (
+            {"schedule": {"max_train_minutes": 60}, "strategy": "multi_worker"},
+            r"schedule.max_train_minutes: .*multi_worker.*train_steps",
+        ),
+    ],
+)
 def test_wrong_types_and_values_are_named(corpus, tmp_path, change, message):
     with pytest.raises(UserInputError, match=message):
         TrainingConfig.from_dict(tiny_config(tmp_path, corpus, **change))
@@ -92,8 +112,11 @@ def test_missing_required_key(tmp_path):
 
 
 def test_missing_files_are_named(corpus, tmp_path):
-    config = TrainingConfig.from_dict(tiny_config(
-        tmp_path, corpus, data={"dev": {"source": "nowhere.en", "target": corpus["dev_target"]}}))
+    config = TrainingConfig.from_dict(
+        tiny_config(
+            tmp_path, corpus, data={"dev": {"source": "nowhere.en", "target": corpus["dev_target"]}}
+        )
+    )
     with pytest.raises(UserInputError, match=r"data.dev.source: file 'nowhere.en' does not exist"):
         config.check_paths()
     config = TrainingConfig.from_dict(tiny_config(tmp_path, corpus, data={"vocab": "v.model"}))
@@ -129,16 +152,20 @@ def test_the_file_name_is_in_file_errors(corpus, tmp_path):
 
 def test_overrides(corpus, tmp_path):
     values = tiny_config(tmp_path, corpus)
-    changed = apply_overrides(values, ["schedule.train_steps=99", "checkpoints.every_steps=null",
-                                       "xla=true"])
+    changed = apply_overrides(
+        values, ["schedule.train_steps=99", "checkpoints.every_steps=null", "xla=true"]
+    )
     config = TrainingConfig.from_dict(changed)
     assert config.schedule.train_steps == 99
     assert config.checkpoints.every_steps is None and config.xla is True
     assert values["schedule"]["train_steps"] == 12  # the input is not modified
     with pytest.raises(UserInputError, match="KEY=VALUE"):
         apply_overrides(values, ["train_steps"])
-    with pytest.raises(UserInputError, match=r"'train' is a list; set it whole, e\.g\. "
-                                             r"data\.train=\[\{source: a\.en"):
+    with pytest.raises(
+        UserInputError,
+        match=r"'train' is a list; set it whole, e\.g\. "
+        r"data\.train=\[\{source: a\.en",
+    ):
         apply_overrides(values, ["data.train.0.target=x.de"])
 
 
@@ -157,8 +184,11 @@ def test_a_bad_value_from_set_is_named_as_given_not_as_the_files(corpus, tmp_pat
 
 
 def test_accumulation_steps_from_tokens_per_update(corpus, tmp_path):
-    config = TrainingConfig.from_dict(tiny_config(
-        tmp_path, corpus, data={"token_budget": 3125}, schedule={"tokens_per_update": 25000}))
+    config = TrainingConfig.from_dict(
+        tiny_config(
+            tmp_path, corpus, data={"token_budget": 3125}, schedule={"tokens_per_update": 25000}
+        )
+    )
     assert config.accumulation_steps(num_replicas=8) == 1  # the paper: 8 GPUs, no accumulation
     assert config.accumulation_steps(num_replicas=1) == 8
     assert config.accumulation_steps(num_replicas=3) == 3
@@ -166,8 +196,7 @@ def test_accumulation_steps_from_tokens_per_update(corpus, tmp_path):
     assert fixed.accumulation_steps(num_replicas=1) == 5
 
 
-def test_a_corpus_line_that_is_not_utf8_stops_the_run_or_is_skipped_on_request(corpus,
-                                                                              tmp_path):
+def test_a_corpus_line_that_is_not_utf8_stops_the_run_or_is_skipped_on_request(corpus, tmp_path):
     from keras_transformer.training import train
 
     bad = tmp_path / "bad.tgt"
@@ -177,8 +206,11 @@ def test_a_corpus_line_that_is_not_utf8_stops_the_run_or_is_skipped_on_request(c
     config = tiny_config(tmp_path / "run", corpus, schedule={"train_steps": 2})
     config["data"]["train"][0]["target"] = str(bad)
     # The hint names what a training config can do about it (not a flag `train` lacks).
-    with pytest.raises(UserInputError, match=r"line 5 is not valid UTF-8 .*`on_bad_line: skip` "
-                                             r"on the corpus in a training config"):
+    with pytest.raises(
+        UserInputError,
+        match=r"line 5 is not valid UTF-8 .*`on_bad_line: skip` "
+        r"on the corpus in a training config",
+    ):
         train(config)
     config["output_dir"] = str(tmp_path / "skipping")
     config["data"]["train"][0]["on_bad_line"] = "skip"

@@ -45,8 +45,9 @@ def _fused(hidden, matrix, labels, chunk, dtype="float32", jit_compile=False):
     def run(hidden, matrix):
         with tf.GradientTape() as tape:
             tape.watch([hidden, matrix])
-            loss = fused_projection_loss(tf.cast(hidden, dtype), tf.cast(matrix, dtype),
-                                         labels, EPS, pad_id=0, chunk=chunk)
+            loss = fused_projection_loss(
+                tf.cast(hidden, dtype), tf.cast(matrix, dtype), labels, EPS, pad_id=0, chunk=chunk
+            )
         return (loss,) + tuple(tape.gradient(loss, [hidden, matrix]))
 
     return [np.asarray(x) for x in run(tf.constant(hidden), tf.constant(matrix))]
@@ -56,8 +57,7 @@ def _fused(hidden, matrix, labels, chunk, dtype="float32", jit_compile=False):
 def test_matches_numpy_loss_and_gradients(chunk):
     hidden, matrix, labels = _random_case()
     loss, d_hidden, d_matrix = _fused(hidden, matrix, labels, chunk)
-    ref_loss, ref_hidden, ref_matrix = _numpy_loss_and_gradients(hidden, matrix, labels,
-                                                                 EPS, 0)
+    ref_loss, ref_hidden, ref_matrix = _numpy_loss_and_gradients(hidden, matrix, labels, EPS, 0)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
     np.testing.assert_allclose(d_hidden, ref_hidden, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(d_matrix, ref_matrix, rtol=1e-4, atol=1e-5)
@@ -70,8 +70,7 @@ def test_no_smoothing_is_the_negative_log_likelihood():
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     real = labels != 0
     expected = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0][real].sum()
-    loss = fused_projection_loss(tf.constant(hidden), tf.constant(matrix), labels, 0.0, 0,
-                                 chunk=8)
+    loss = fused_projection_loss(tf.constant(hidden), tf.constant(matrix), labels, 0.0, 0, chunk=8)
     np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
 
 
@@ -85,8 +84,7 @@ def test_xla_compiles_and_agrees():
 
 def test_bfloat16_stays_close_to_float32():
     hidden, matrix, labels = _random_case(seed=3)
-    ref_loss, ref_hidden, ref_matrix = _numpy_loss_and_gradients(hidden, matrix, labels,
-                                                                 EPS, 0)
+    ref_loss, ref_hidden, ref_matrix = _numpy_loss_and_gradients(hidden, matrix, labels, EPS, 0)
     loss, d_hidden, d_matrix = _fused(hidden, matrix, labels, 8, dtype="bfloat16")
     # bfloat16 inputs (8 bits of mantissa) into a float32 softmax: about 1% on the loss.
     np.testing.assert_allclose(loss, ref_loss, rtol=2e-2)
@@ -113,8 +111,15 @@ def _batch(rng, vocab, batch=4, length=9):
 
 @pytest.mark.parametrize("shared", ["all", "none"])
 def test_training_update_equals_the_plain_path(shared):
-    config = TransformerConfig(vocab_size=60, num_layers=1, d_model=32, d_ff=64, num_heads=4,
-                               dropout=0.0, shared_embeddings=shared)
+    config = TransformerConfig(
+        vocab_size=60,
+        num_layers=1,
+        d_model=32,
+        d_ff=64,
+        num_heads=4,
+        dropout=0.0,
+        shared_embeddings=shared,
+    )
     keras.utils.set_random_seed(7)
     model = TrainingModel(build_model(config))
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0))
@@ -128,7 +133,7 @@ def test_training_update_equals_the_plain_path(shared):
         model.transformer.set_weights(initial)
         logs = model.train_step(micro_batches)
         after[fused] = model.transformer.get_weights(), float(logs["loss"])
-    for a, b, start in zip(after[True][0], after[False][0], initial):
+    for a, b, _start in zip(after[True][0], after[False][0], initial):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # SGD(1) moved every weight matrix by its gradient: the comparison above is not vacuous.
     assert max(np.abs(a - b).max() for a, b in zip(after[True][0], initial)) > 1e-3

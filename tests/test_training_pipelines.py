@@ -11,22 +11,46 @@ from keras_transformer.training import TrainingConfig
 from keras_transformer.training.output_dir import OutputDir
 from tests._training_fixtures import PYTHON, REPO, load_pipeline, subprocess_env
 
-TINY = ["model.num_layers=1", "model.d_model=32", "model.d_ff=64", "model.num_heads=4",
-        "model.key_dim=8", "model.value_dim=8", "data.vocab_size=1000",
-        "data.token_budget=1024", "data.shuffle_buffer=2000", "schedule.tokens_per_update=1024",
-        "schedule.warmup_steps=10", "schedule.eval_every_steps=6", "checkpoints.every_steps=3",
-        "checkpoints.keep_last=2", "checkpoints.average_last=2", "verbose=0"]
+TINY = [
+    "model.num_layers=1",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.num_heads=4",
+    "model.key_dim=8",
+    "model.value_dim=8",
+    "data.vocab_size=1000",
+    "data.token_budget=1024",
+    "data.shuffle_buffer=2000",
+    "schedule.tokens_per_update=1024",
+    "schedule.warmup_steps=10",
+    "schedule.eval_every_steps=6",
+    "checkpoints.every_steps=3",
+    "checkpoints.keep_last=2",
+    "checkpoints.average_last=2",
+    "verbose=0",
+]
 
 
 def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path, capsys):
     multi30k = data_dir / "multi30k"
     output_dir = tmp_path / "multi30k"
-    command = [PYTHON, "pipelines/multi30k.py", "--data-dir", str(multi30k),
-               "--output-dir", str(output_dir), "--train-steps", "6", "--test-lines", "3"]
+    command = [
+        PYTHON,
+        "pipelines/multi30k.py",
+        "--data-dir",
+        str(multi30k),
+        "--output-dir",
+        str(output_dir),
+        "--train-steps",
+        "6",
+        "--test-lines",
+        "3",
+    ]
     for override in TINY:
         command += ["--set", override]
-    completed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
-                               text=True, timeout=300)
+    completed = subprocess.run(
+        command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-6000:]
     assert f"trained to step 6 in {output_dir}" in completed.stdout
     assert "averaged model:" in completed.stdout
@@ -50,13 +74,20 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path, capsys):
     assert len(prepared) == len(raw) == 29000
     tokenizer = MosesTokenizer(lang="de")
     for index in (0, 1, 28999):
-        assert prepared[index] == tokenizer.tokenize(raw[index].lower(), return_str=True,
-                                                     escape=False)
+        assert prepared[index] == tokenizer.tokenize(
+            raw[index].lower(), return_str=True, escape=False
+        )
     assert prepared[0] == "zwei junge weiße männer sind im freien in der nähe vieler büsche ."
 
     run = OutputDir(output_dir)
-    for path in (run.model_config, run.vocabulary, run.training_config, run.final_model,
-                 run.averaged_model, run.history):
+    for path in (
+        run.model_config,
+        run.vocabulary,
+        run.training_config,
+        run.final_model,
+        run.averaged_model,
+        run.history,
+    ):
         assert (output_dir / path).exists(), path
     assert run.translation_model == run.averaged_model
     import keras_transformer.model  # noqa: F401  (registers the classes load_model needs)
@@ -73,7 +104,8 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path, capsys):
 
     vocabulary = SubwordVocabulary.from_file(run.vocabulary)
     assert vocabulary.decode(vocabulary.encode("ein mann fährt fahrrad .")) == (
-        "ein mann fährt fahrrad .")
+        "ein mann fährt fahrrad ."
+    )
 
     # Resuming the run with another preparation is refused before anything is overwritten.
     before = (output_dir / "data" / "train.de.txt").stat().st_mtime_ns
@@ -100,7 +132,8 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     monkeypatch.delenv("KT_DATA_DIR", raising=False)
     en_de = load_pipeline("wmt14_en_de")
     args = en_de.parser_for("", list(en_de.RECIPES)).parse_args(
-        ["--preset", "big", "--output-dir", str(tmp_path)])
+        ["--preset", "big", "--output-dir", str(tmp_path)]
+    )
     config = TrainingConfig.from_dict(en_de.wmt14_config(args))
     assert config.data.train[0].tfds == "wmt14_translate/de-en"
     assert config.data.vocab_size == 37000 and config.data.vocab_model_type == "bpe"
@@ -116,9 +149,16 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     finally:
         sys.path.remove(str(REPO / "pipelines"))
     args = en_de.parser_for("", list(en_fr.RECIPES)).parse_args(
-        ["--preset", "big_en_fr", "--train-source", "a.en", "--train-target", "a.fr"])
-    values = en_de.wmt14_config(args, source="en", target="fr", vocab_size=32000,
-                                vocab_model_type="unigram", recipes=en_fr.RECIPES)
+        ["--preset", "big_en_fr", "--train-source", "a.en", "--train-target", "a.fr"]
+    )
+    values = en_de.wmt14_config(
+        args,
+        source="en",
+        target="fr",
+        vocab_size=32000,
+        vocab_model_type="unigram",
+        recipes=en_fr.RECIPES,
+    )
     config = TrainingConfig.from_dict(values)
     assert config.data.train[0].source == "a.en" and config.data.train[0].tfds is None
     assert config.data.vocab_model_type == "unigram"
@@ -133,20 +173,23 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
 
     multi30k = load_pipeline("multi30k")
     for precision in ("float32", "mixed_bfloat16"):
-        config = TrainingConfig.from_dict(multi30k.multi30k_config(
-            str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision))
+        config = TrainingConfig.from_dict(
+            multi30k.multi30k_config(
+                str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision
+            )
+        )
         assert config.precision == precision
     assert config.data.token_budget == 8192 and config.schedule.tokens_per_update == 8192
     # Joint BPE of 10k merges (Wu et al.): one shared vocabulary of 10000 pieces.
     assert config.data.vocab_size == 10000 and config.data.vocab_model_type == "bpe"
     assert config.accumulation_steps(num_replicas=1) == 1  # one batch of 8192
-    on_two_gpus = TrainingConfig.from_dict(multi30k.multi30k_config(
-        str(tmp_path), output_dir=str(tmp_path / "run"), replicas=2))
+    on_two_gpus = TrainingConfig.from_dict(
+        multi30k.multi30k_config(str(tmp_path), output_dir=str(tmp_path / "run"), replicas=2)
+    )
     assert on_two_gpus.data.token_budget == 4096  # as Wu et al.'s two GPUs
     assert on_two_gpus.accumulation_steps(num_replicas=2) == 1
     assert config.schedule.train_steps == 8000 and config.checkpoints.average_last == 10
-    schedule = NoamSchedule(128, config.schedule.warmup_steps,
-                            config.schedule.learning_rate_scale)
+    schedule = NoamSchedule(128, config.schedule.warmup_steps, config.schedule.learning_rate_scale)
     # Keras counts steps from 0: the 2000th update runs at iteration 1999.
     peak = float(schedule(1999))
     assert abs(peak - 0.005) < 0.005 * 1e-3  # fairseq --lr 0.005, inverse_sqrt
@@ -154,4 +197,9 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
     assert abs(float(schedule(7999)) - peak / 2) < 1e-7  # then 1/sqrt(step)
     model = config.transformer_config(8000)
     assert (model.num_layers, model.d_model, model.d_ff, model.num_heads, model.dropout) == (
-        4, 128, 256, 4, 0.3)
+        4,
+        128,
+        256,
+        4,
+        0.3,
+    )

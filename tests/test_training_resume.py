@@ -96,9 +96,14 @@ class _Launcher:
         self.logs.mkdir()
         self.stderr = open(directory / "launcher.err", "w")
         self.process = subprocess.Popen(
-            [PYTHON, str(runner), config, str(pause_request), str(self.logs)], cwd=REPO,
-            env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, text=True)
+            [PYTHON, str(runner), config, str(pause_request), str(self.logs)],
+            cwd=REPO,
+            env=subprocess_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
         self.runs = 0
 
     def start(self):
@@ -145,12 +150,25 @@ class _Launcher:
 
 
 def _config(output_dir, corpus):
-    return tiny_config(output_dir, corpus, data={"dev": None},
-                       model={"dropout": 0.1, "preset": "base", "num_layers": 1, "d_model": 32,
-                              "d_ff": 64, "num_heads": 4},
-                       schedule={"train_steps": TRAIN_STEPS,
-                                 "eval_every_steps": TRAIN_STEPS // 2, "log_every_steps": 6},
-                       checkpoints={"every_steps": 1, "keep_last": 3, "average_last": 0})
+    return tiny_config(
+        output_dir,
+        corpus,
+        data={"dev": None},
+        model={
+            "dropout": 0.1,
+            "preset": "base",
+            "num_layers": 1,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+        },
+        schedule={
+            "train_steps": TRAIN_STEPS,
+            "eval_every_steps": TRAIN_STEPS // 2,
+            "log_every_steps": 6,
+        },
+        checkpoints={"every_steps": 1, "keep_last": 3, "average_last": 0},
+    )
 
 
 def _steps(checkpoint_dir):
@@ -167,7 +185,7 @@ def _wait(predicate, run, seconds=300):
         if not run.alive():
             return False
         time.sleep(0.01)
-    raise AssertionError("the training process made no progress in %d s" % seconds)
+    raise AssertionError(f"the training process made no progress in {seconds} s")
 
 
 @pytest.fixture(scope="module")
@@ -195,14 +213,17 @@ def killed_run(tmp_path_factory):
                 time.sleep(rng.uniform(0.3, 2.0))
             else:
                 target = resume_step + rng.randint(1, 3)
-                alive = _wait(lambda: (_steps(checkpoint_dir) or [0])[-1] >= target, run)
+                alive = _wait(
+                    lambda target=target: (_steps(checkpoint_dir) or [0])[-1] >= target, run
+                )
                 assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
                 if mode == "write":
                     pause_request.write_text("pause")
                     paused = pause_request.with_name(pause_request.name + ".paused")
                     alive = _wait(paused.exists, run)
                     assert alive, "the run ended before its kill: " + launcher.log(
-                        run.number, "err")
+                        run.number, "err"
+                    )
                     time.sleep(0.05)
                 else:
                     time.sleep(rng.uniform(0.0, 0.3))
@@ -228,9 +249,15 @@ def killed_run(tmp_path_factory):
 
     # The reference: the same config, never interrupted (in this process).
     reference = train(_config(directory / "reference", corpus))
-    return {"kills": kills, "finished": finished, "finished_stderr": finished_stderr,
-            "reference": reference, "corpus": corpus,
-            "run_dir": directory / "killed", "killed_seconds": killed_seconds}
+    return {
+        "kills": kills,
+        "finished": finished,
+        "finished_stderr": finished_stderr,
+        "reference": reference,
+        "corpus": corpus,
+        "run_dir": directory / "killed",
+        "killed_seconds": killed_seconds,
+    }
 
 
 def test_four_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
@@ -245,8 +272,10 @@ def test_four_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
     # Bitwise: the same ops on the same data in the same order, on one CPU device.
     for resumed_weight, reference_weight in zip(resumed.weights, reference.weights):
         np.testing.assert_array_equal(
-            keras.ops.convert_to_numpy(resumed_weight), keras.ops.convert_to_numpy(
-                reference_weight), err_msg=resumed_weight.path)
+            keras.ops.convert_to_numpy(resumed_weight),
+            keras.ops.convert_to_numpy(reference_weight),
+            err_msg=resumed_weight.path,
+        )
 
 
 def test_kill_inside_a_checkpoint_write_resumes_from_the_previous_one(killed_run):
@@ -274,8 +303,11 @@ def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
     resumed_from = killed_run["kills"][-1]["listed"][-1]
     stdout = killed_run["finished"]
     assert f"resumed from the checkpoint of step {resumed_from}" in stdout
-    assert _steps(killed_run["run_dir"] / "checkpoints") == [TRAIN_STEPS - 2, TRAIN_STEPS - 1,
-                                                             TRAIN_STEPS]  # keep_last 3
+    assert _steps(killed_run["run_dir"] / "checkpoints") == [
+        TRAIN_STEPS - 2,
+        TRAIN_STEPS - 1,
+        TRAIN_STEPS,
+    ]  # keep_last 3
 
 
 def test_finished_run_is_not_trained_again(killed_run, caplog):
@@ -283,16 +315,20 @@ def test_finished_run_is_not_trained_again(killed_run, caplog):
         result = train(_config(killed_run["run_dir"], killed_run["corpus"]))
     assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
     assert result.history == {}
-    assert any(f"has trained {TRAIN_STEPS} steps already and schedule.train_steps is "
-               f"{TRAIN_STEPS}: nothing to train" in record.getMessage()
-               for record in caplog.records)
+    assert any(
+        f"has trained {TRAIN_STEPS} steps already and schedule.train_steps is "
+        f"{TRAIN_STEPS}: nothing to train" in record.getMessage()
+        for record in caplog.records
+    )
 
 
 def test_the_cli_run_logs_where_it_resumed_as_it_starts(killed_run):
     # The restart's stderr (the CLI's log handler), before its own summary on stdout.
     resumed_from = killed_run["kills"][-1]["listed"][-1]
-    assert f"resuming {killed_run['run_dir']} from step {resumed_from}" in (
-        killed_run["finished_stderr"])
+    assert (
+        f"resuming {killed_run['run_dir']} from step {resumed_from}"
+        in (killed_run["finished_stderr"])
+    )
 
 
 def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
@@ -307,7 +343,8 @@ def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
     with caplog.at_level(logging.WARNING, logger="keras_transformer.training.checkpoints"):
         result = train(config)
     assert result.resumed_from_step == TRAIN_STEPS - 1 and result.step == TRAIN_STEPS + 2
-    assert any(f"ckpt-{TRAIN_STEPS} cannot be read" in record.getMessage()
-               for record in caplog.records)
+    assert any(
+        f"ckpt-{TRAIN_STEPS} cannot be read" in record.getMessage() for record in caplog.records
+    )
     assert (checkpoint_dir / "corrupt" / f"ckpt-{TRAIN_STEPS}.index").exists()
     assert _steps(checkpoint_dir) == [TRAIN_STEPS, TRAIN_STEPS + 1, TRAIN_STEPS + 2]

@@ -83,13 +83,27 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 def mirrored_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("mirrored")
     corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=400)
-    config = write_config(directory / "config.json", tiny_config(
-        directory / "run", corpus, strategy="mirrored", num_devices=2,
-        schedule={"train_steps": 4, "eval_every_steps": 4}, checkpoints={"every_steps": 2}))
+    config = write_config(
+        directory / "config.json",
+        tiny_config(
+            directory / "run",
+            corpus,
+            strategy="mirrored",
+            num_devices=2,
+            schedule={"train_steps": 4, "eval_every_steps": 4},
+            checkpoints={"every_steps": 2},
+        ),
+    )
     script = directory / "mirrored.py"
     script.write_text(MIRRORED_SCRIPT)
-    completed = subprocess.run([PYTHON, str(script), config], capture_output=True, text=True,
-                               timeout=300, env=subprocess_env(), cwd=REPO)
+    completed = subprocess.run(
+        [PYTHON, str(script), config],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
+        cwd=REPO,
+    )
     assert completed.returncode == 0, completed.stderr[-6000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     result["run_dir"] = directory / "run"
@@ -98,8 +112,9 @@ def mirrored_run(tmp_path_factory):
 
 def test_mirrored_two_cpus_matches_one_device(mirrored_run):
     assert mirrored_run["replicas"] == 2
-    np.testing.assert_allclose(mirrored_run["mirrored_loss"], mirrored_run["single_loss"],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        mirrored_run["mirrored_loss"], mirrored_run["single_loss"], rtol=1e-5
+    )
     assert mirrored_run["weight_difference"] < 1e-5
     assert mirrored_run["moved"] > 1e-3  # training did change the weights
 
@@ -187,24 +202,44 @@ def multi_worker_run(tmp_path_factory):
     from keras_transformer.data import TextPairCorpus, train_vocabulary
 
     corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
-    vocabulary = train_vocabulary([TextPairCorpus(corpus["train_source"],
-                                                  corpus["train_target"])],
-                                  str(tmp_path / "vocab"), vocab_size=320)
-    config = write_config(tmp_path / "config.json", tiny_config(
-        tmp_path / "run", corpus, strategy="multi_worker",
-        data={"vocab": vocabulary.path, "dev": None},
-        schedule={"train_steps": 3, "eval_every_steps": 3}, checkpoints={"every_steps": 3}))
+    vocabulary = train_vocabulary(
+        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
+        str(tmp_path / "vocab"),
+        vocab_size=320,
+    )
+    config = write_config(
+        tmp_path / "config.json",
+        tiny_config(
+            tmp_path / "run",
+            corpus,
+            strategy="multi_worker",
+            data={"vocab": vocabulary.path, "dev": None},
+            schedule={"train_steps": 3, "eval_every_steps": 3},
+            checkpoints={"every_steps": 3},
+        ),
+    )
     script = tmp_path / "worker.py"
     script.write_text(WORKER_SCRIPT)
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(subprocess.Popen(
-            [PYTHON, str(script), config, str(tmp_path / f"weights{index}.npz"),
-             str(tmp_path / f"scaling{index}.npz")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-            env=subprocess_env(TF_CONFIG=json.dumps(tf_config))))
+        processes.append(
+            subprocess.Popen(
+                [
+                    PYTHON,
+                    str(script),
+                    config,
+                    str(tmp_path / f"weights{index}.npz"),
+                    str(tmp_path / f"scaling{index}.npz"),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=subprocess_env(TF_CONFIG=json.dumps(tf_config)),
+            )
+        )
     outputs = []
     try:
         for process in processes:
@@ -225,7 +260,8 @@ def test_multi_worker_matches_one_worker_with_the_same_global_batches(multi_work
         scaling = np.load(multi_worker_run / f"scaling{index}.npz")
         initial, multi_worker, one_worker = (
             [scaling[key] for key in sorted(scaling.files) if key.startswith(name + "-")]
-            for name in ("initial", "multi_worker", "one_worker"))
+            for name in ("initial", "multi_worker", "one_worker")
+        )
         assert len(multi_worker) == len(one_worker) == len(initial) > 0
         moved = max(float(np.max(np.abs(a - b))) for a, b in zip(initial, one_worker))
         assert moved > 1e-3  # 3 updates did change the weights

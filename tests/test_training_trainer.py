@@ -25,10 +25,17 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finished(corpus, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("runs") / "reverse"
-    config = tiny_config(output_dir, corpus, schedule={"train_steps": 30, "eval_every_steps": 15,
-                                                       "warmup_steps": 20,
-                                                       "learning_rate_scale": 2.0},
-                         dev_bleu={"sentences": 10, "beam_size": 2})
+    config = tiny_config(
+        output_dir,
+        corpus,
+        schedule={
+            "train_steps": 30,
+            "eval_every_steps": 15,
+            "warmup_steps": 20,
+            "learning_rate_scale": 2.0,
+        },
+        dev_bleu={"sentences": 10, "beam_size": 2},
+    )
     return config, train(config)
 
 
@@ -39,8 +46,11 @@ def _scalars(folder):
         for record in tf.data.TFRecordDataset(path):
             event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
-                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                number = (
+                    float(tf.make_ndarray(value.tensor))
+                    if value.HasField("tensor")
                     else value.simple_value
+                )
                 values.setdefault(value.tag, []).append((event.step, number))
     return values
 
@@ -81,8 +91,9 @@ def test_training_learns_and_logs(finished):
     assert all(value > 0 for _, value in train_logs["tokens_per_second"])
     dev_logs = _scalars(os.path.join(run.log_dir, "dev"))
     assert {"loss", "perplexity", "token_accuracy", "bleu", "chrf"} <= set(dev_logs)
-    np.testing.assert_allclose([v for _, v in dev_logs["perplexity"]],
-                               history["val_perplexity"], rtol=1e-5)
+    np.testing.assert_allclose(
+        [v for _, v in dev_logs["perplexity"]], history["val_perplexity"], rtol=1e-5
+    )
 
 
 def test_dev_bleu_keeps_the_best_model(finished):
@@ -100,8 +111,11 @@ def test_dev_bleu_keeps_the_best_model(finished):
 def test_another_model_never_overwrites_a_run(finished):
     config, _ = finished
     other = dict(config, model={**config["model"], "d_model": 64})
-    with pytest.raises(UserInputError, match=r"holds a run of another model \(fields "
-                                             r"\['d_model'"):
+    with pytest.raises(
+        UserInputError,
+        match=r"holds a run of another model \(fields "
+        r"\['d_model'",
+    ):
         train(other)
     run = OutputDir(config["output_dir"])
     with open(run.model_config) as file:
@@ -116,8 +130,12 @@ def test_a_run_goes_on_under_new_dropout_and_keeps_the_old_config(finished, tmp_
     config, _ = finished
     copy = tmp_path / "reverse"
     shutil.copytree(config["output_dir"], copy)
-    resumed = dict(config, output_dir=str(copy), model={**config["model"], "dropout": 0.2},
-                   schedule={**config["schedule"], "train_steps": 32})
+    resumed = dict(
+        config,
+        output_dir=str(copy),
+        model={**config["model"], "dropout": 0.2},
+        schedule={**config["schedule"], "train_steps": 32},
+    )
     result = train(resumed)
     assert (result.resumed_from_step, result.step) == (30, 32)
     with open(copy / "config.json") as file:
@@ -126,12 +144,16 @@ def test_a_run_goes_on_under_new_dropout_and_keeps_the_old_config(finished, tmp_
     with open(kept) as file:
         before = json.load(file)
     assert (now["dropout"], before["dropout"]) == (0.2, config["model"]["dropout"])
-    assert {k: v for k, v in now.items() if k != "dropout"} == \
-        {k: v for k, v in before.items() if k != "dropout"}
+    assert {k: v for k, v in now.items() if k != "dropout"} == {
+        k: v for k, v in before.items() if k != "dropout"
+    }
     # Attention dropout as well adds dropout layers beside those the checkpoint holds the
     # seed-generator state of: the run goes on with fresh dropout streams.
-    again = dict(resumed, model={**resumed["model"], "attention_dropout": 0.1},
-                 schedule={**resumed["schedule"], "train_steps": 34})
+    again = dict(
+        resumed,
+        model={**resumed["model"], "attention_dropout": 0.1},
+        schedule={**resumed["schedule"], "train_steps": 34},
+    )
     assert train(again).step == 34
     with open(copy / "config.json") as file:
         assert json.load(file)["attention_dropout"] == 0.1
@@ -148,14 +170,18 @@ def test_kept_run_files_of_one_second_do_not_overwrite_each_other(tmp_path, monk
             json.dump({"dropout": dropout}, file)
         kept.append(trainer._keep_previous(path))
     assert len(set(kept)) == 3 and not os.path.exists(path)
-    assert [json.loads((tmp_path / os.path.basename(name)).read_text())["dropout"]
-            for name in kept] == [0.0, 0.1, 0.2]
+    assert [
+        json.loads((tmp_path / os.path.basename(name)).read_text())["dropout"] for name in kept
+    ] == [0.0, 0.1, 0.2]
 
 
 def _matmul_dtypes(graph):
     """The dtypes of the matrix products (MatMul, BatchMatMul, Einsum) in a traced graph."""
-    return {op.get_attr("T").name for op in graph.get_operations()
-            if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")}
+    return {
+        op.get_attr("T").name
+        for op in graph.get_operations()
+        if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
+    }
 
 
 def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
@@ -181,15 +207,25 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     def recording_train_step(self, data):
         logs = train_step(self, data)
         graph = tf.compat.v1.get_default_graph()
-        traced.append({"xla": control_flow_util.GraphOrParentsInXlaContext(graph),
-                       "jit_compile": self.jit_compile, "matmuls": _matmul_dtypes(graph)})
+        traced.append(
+            {
+                "xla": control_flow_util.GraphOrParentsInXlaContext(graph),
+                "jit_compile": self.jit_compile,
+                "matmuls": _matmul_dtypes(graph),
+            }
+        )
         return logs
 
     monkeypatch.setattr(TrainingModel, "train_step", recording_train_step)
-    config = tiny_config(tmp_path / "bf16", corpus, precision="mixed_bfloat16", xla=True,
-                         data={"dev": None, "pad_to_bucket_boundary": True},
-                         schedule={"train_steps": 2, "tokens_per_update": 100},
-                         checkpoints={"every_steps": None, "average_last": 0})
+    config = tiny_config(
+        tmp_path / "bf16",
+        corpus,
+        precision="mixed_bfloat16",
+        xla=True,
+        data={"dev": None, "pad_to_bucket_boundary": True},
+        schedule={"train_steps": 2, "tokens_per_update": 100},
+        checkpoints={"every_steps": None, "average_last": 0},
+    )
     result = train(config)
     assert result.step == 2 and np.isfinite(result.history["loss"]).all()
     # XLA's companion setting reaches the training data pipeline.
@@ -201,8 +237,7 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     assert traced and all(t["xla"] and t["jit_compile"] for t in traced)
     assert all(t["matmuls"] == {"bfloat16"} for t in traced), traced
     transformer = result.model
-    layers = [layer for layer in transformer._flatten_layers(include_self=False)
-              if layer.weights]
+    layers = [layer for layer in transformer._flatten_layers(include_self=False) if layer.weights]
     assert {layer.compute_dtype for layer in layers} == {"bfloat16"}
     assert {v.dtype for v in transformer.trainable_variables} == {"float32"}
     source = np.array([[5, 6, 3], [7, 3, 0]], "int32")
@@ -212,9 +247,14 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     assert logits.dtype == "float32"
     traced.clear()
 
-    config = tiny_config(tmp_path / "fp16", corpus, precision="mixed_float16",
-                         data={"dev": None}, schedule={"train_steps": 2},
-                         checkpoints={"average_last": 0})
+    config = tiny_config(
+        tmp_path / "fp16",
+        corpus,
+        precision="mixed_float16",
+        data={"dev": None},
+        schedule={"train_steps": 2},
+        checkpoints={"average_last": 0},
+    )
     result = train(config)
     assert result.step == 2 and np.isfinite(result.history["loss"]).all()
     assert result.model.encoder.dtype_policy.name == "mixed_float16"
@@ -229,14 +269,18 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
 
 
 def test_average_last_fraction_averages_the_checkpoints_of_that_share_of_the_updates(
-        corpus, tmp_path):
+    corpus, tmp_path
+):
     from keras_transformer.training import average_checkpoints, list_checkpoints
 
     # Checkpoints at updates 3, 6, 9 and 12, all kept: the last half of the 12 updates holds
     # 9 and 12 (6 is not above 12 x 0.5), so those two are averaged, not the last 4.
-    config = tiny_config(tmp_path / "run", corpus, data={"dev": None},
-                         checkpoints={"keep_last": 4, "average_last": 4,
-                                      "average_last_fraction": 0.5})
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        data={"dev": None},
+        checkpoints={"keep_last": 4, "average_last": 4, "average_last_fraction": 0.5},
+    )
     result = train(config)
     paths = list_checkpoints(result.output_dir.checkpoint_dir)
     assert [os.path.basename(p) for p in paths] == ["ckpt-3", "ckpt-6", "ckpt-9", "ckpt-12"]

@@ -6,11 +6,11 @@ import warnings
 import pytest
 from keras import ops
 
-from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.training.output_dir import atomic_save_model
 from keras_transformer.translation import Translator, find_model_files, translate
+from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +54,19 @@ def test_batched_translation_equals_one_sentence_at_a_time(vocabulary_path):
     vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=11, sharpen=2.0)
     texts = SENTENCES[:5]
-    batched = Translator(model, vocabulary_path, beam_size=2, max_extra_length=5,
-                         batch_size=8, num_hypotheses=2)
+    batched = Translator(
+        model, vocabulary_path, beam_size=2, max_extra_length=5, batch_size=8, num_hypotheses=2
+    )
     # Eager, one sentence at a time: the reference the compiled batches must reproduce.
-    alone = Translator(model, vocabulary_path, beam_size=2, max_extra_length=5,
-                       batch_size=1, num_hypotheses=2, compile=False)
+    alone = Translator(
+        model,
+        vocabulary_path,
+        beam_size=2,
+        max_extra_length=5,
+        batch_size=1,
+        num_hypotheses=2,
+        compile=False,
+    )
     together = batched.translate(texts)
     for text, hypotheses in zip(texts, together):
         (first, first_score), (second, second_score) = hypotheses
@@ -78,12 +86,13 @@ def test_bad_input(vocabulary_path):
         translator.translate([None])
     with pytest.raises(TypeError, match="list of strings"):
         translator.translate(None)
-    long_text = "the cat sat on the mat"                   # 22 characters > 9 + eos
+    long_text = "the cat sat on the mat"  # 22 characters > 9 + eos
     with pytest.warns(UserWarning, match=r"texts\[0\] has 2\d tokens .* maximum of 10"):
         truncated = translator.translate([long_text])[0]
     assert truncated == vocabulary.decode(vocabulary.encode(long_text)[:9])
-    strict = Translator(CopyDecoder(vocabulary.size, max_length=10), vocabulary_path,
-                        on_too_long="error")
+    strict = Translator(
+        CopyDecoder(vocabulary.size, max_length=10), vocabulary_path, on_too_long="error"
+    )
     with pytest.raises(UserInputError, match="texts\\[1\\]"):
         strict.translate(["a dog", long_text])
     with warnings.catch_warnings():
@@ -93,8 +102,9 @@ def test_bad_input(vocabulary_path):
 
 def test_n_best_of_empty_input_and_settings(vocabulary_path):
     vocabulary = SubwordVocabulary(vocabulary_path)
-    translator = Translator(CopyDecoder(vocabulary.size), vocabulary_path, beam_size=3,
-                            num_hypotheses=2)
+    translator = Translator(
+        CopyDecoder(vocabulary.size), vocabulary_path, beam_size=3, num_hypotheses=2
+    )
     [empty, copied] = translator.translate(["", "a dog"])
     assert empty == [("", 0.0)]
     assert copied[0][0] == "a dog" and copied[0][1] > copied[1][1]
@@ -115,8 +125,14 @@ def test_greedy_and_sampling_search_settings(vocabulary_path):
     greedy = Translator(CopyDecoder(vocabulary.size), vocabulary_path, search="greedy")
     assert greedy.translate(["a dog", "hello"]) == ["a dog", "hello"]
     # The copy decoder puts probability ~1 on one token: sampling copies too.
-    sampler = Translator(CopyDecoder(vocabulary.size), vocabulary_path, search="sample",
-                         top_k=3, temperature=0.5, seed=1)
+    sampler = Translator(
+        CopyDecoder(vocabulary.size),
+        vocabulary_path,
+        search="sample",
+        top_k=3,
+        temperature=0.5,
+        seed=1,
+    )
     assert sampler.translate(["a dog"]) == ["a dog"]
 
 
@@ -139,8 +155,7 @@ def test_load_from_run_folder_and_keras_file(vocabulary_path, tmp_path):
     files = find_model_files(run)
     assert files["model"].endswith("model.keras") and files["vocabulary"].endswith("vocab.model")
     assert Translator.load(str(run), max_extra_length=5).translate(SENTENCES[:3]) == expected
-    assert translate(SENTENCES[:3], model=str(run / "model.keras"),
-                     max_extra_length=5) == expected
+    assert translate(SENTENCES[:3], model=str(run / "model.keras"), max_extra_length=5) == expected
     # averaged.keras, when there is one, wins over model.keras.
     other = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=13, sharpen=2.0)
     other.save(run / "averaged.keras")
@@ -160,8 +175,9 @@ def test_load_from_checkpoint(vocabulary_path, tmp_path):
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
     run = _run_folder(tmp_path, vocabulary_path, model)
     # As training writes them (keras_transformer.training.checkpoints.Checkpointer).
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_variables(model)),
-                                         str(run / "checkpoints"), max_to_keep=2)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model_variables(model)), str(run / "checkpoints"), max_to_keep=2
+    )
     prefix = manager.save()
     # No .keras file: the newest checkpoint, with config.json and vocab.model of the run.
     assert find_model_files(run)["kind"] == "checkpoint"
@@ -209,9 +225,16 @@ def test_a_model_saved_into_a_run_carries_its_vocabulary(vocabulary_path, tmp_pa
     import sentencepiece
 
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES * 20 + ["xyz"]), model_prefix=str(tmp_path / "other"),
-        vocab_size=40, model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-        minloglevel=2)
+        sentence_iterator=iter(SENTENCES * 20 + ["xyz"]),
+        model_prefix=str(tmp_path / "other"),
+        vocab_size=40,
+        model_type="char",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
     other = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12)
     other.tokenizer = SubwordVocabulary(tmp_path / "other.model").to_tokenizer()
     other.save(tmp_path / "other.keras")

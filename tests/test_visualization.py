@@ -5,8 +5,11 @@ import pytest
 from matplotlib.collections import LineCollection
 from PIL import Image
 
-from keras_transformer.visualization import (MIN_LINE_WEIGHT, draw_attention_heatmaps,
-                                             draw_attention_lines)
+from keras_transformer.visualization import (
+    MIN_LINE_WEIGHT,
+    draw_attention_heatmaps,
+    draw_attention_lines,
+)
 
 TOKENS = ["▁The", "▁law", "▁will", "▁never", "▁be", "▁perfect", "</s>"]
 
@@ -34,11 +37,13 @@ def test_lines_go_from_each_query_to_each_key_as_opaque_as_the_weight():
             assert (x0, x1) == (0.0, 1.0)
             drawn[int(query), int(key)] = rgba[3]
             colours.add(tuple(np.round(rgba[:3], 3)))
-        expected = {(q, k): w for (q, k), w in np.ndenumerate(weights[head])
-                    if w >= MIN_LINE_WEIGHT}
+        expected = {
+            (q, k): w for (q, k), w in np.ndenumerate(weights[head]) if w >= MIN_LINE_WEIGHT
+        }
         assert drawn.keys() == expected.keys()
-        np.testing.assert_allclose([drawn[key] for key in expected], list(expected.values()),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            [drawn[key] for key in expected], list(expected.values()), atol=1e-6
+        )
     assert len(colours) == 3  # one colour per head
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == ["head 1", "head 2", "head 3"]  # counted from 1, as the paper
@@ -59,8 +64,11 @@ def test_heatmaps_show_each_head_on_one_zero_to_one_scale_with_a_colour_bar(tmp_
     weights = _weights(heads=6, queries=4, keys=7)
     path = tmp_path / "heat.png"
     figure = draw_attention_heatmaps(weights, TOKENS[:4], TOKENS, path=path)
-    panels = [axis for axis in figure.axes if axis.images and axis.get_visible()
-              and axis.get_title().startswith("head")]
+    panels = [
+        axis
+        for axis in figure.axes
+        if axis.images and axis.get_visible() and axis.get_title().startswith("head")
+    ]
     assert [axis.get_title() for axis in panels] == [f"head {h}" for h in range(1, 7)]
     for head, axis in enumerate(panels):
         np.testing.assert_allclose(axis.images[0].get_array(), weights[head])
@@ -79,7 +87,6 @@ def test_bad_shapes_and_heads_are_named():
         draw_attention_lines(_weights(), TOKENS[:-1])
     with pytest.raises(ValueError, match="head 3 is out of range"):
         draw_attention_lines(_weights(), TOKENS, heads=[3])
-
 
 
 def test_the_legend_covers_neither_the_title_nor_the_tokens():

@@ -24,13 +24,27 @@ tfds = pytest.importorskip("tensorflow_datasets", reason="the test extra install
 
 TRAIN_PAIRS = 400  # served as the TFDS train split
 DEV_LINES = 8  # of newstest2013
-SIZES = ["model.num_layers=1", "model.d_model=32", "model.d_ff=64", "model.num_heads=4",
-         "model.key_dim=8", "model.value_dim=8", "data.vocab_size=1000", "data.token_budget=512",
-         "data.max_length=128", "data.shuffle_buffer=500", "schedule.train_steps=3",
-         "schedule.warmup_steps=10", "schedule.tokens_per_update=512",
-         "schedule.eval_every_steps=3", "schedule.log_every_steps=1",
-         "checkpoints.every_steps=1", "checkpoints.keep_last=2", "checkpoints.average_last=2",
-         "verbose=0"]
+SIZES = [
+    "model.num_layers=1",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.num_heads=4",
+    "model.key_dim=8",
+    "model.value_dim=8",
+    "data.vocab_size=1000",
+    "data.token_budget=512",
+    "data.max_length=128",
+    "data.shuffle_buffer=500",
+    "schedule.train_steps=3",
+    "schedule.warmup_steps=10",
+    "schedule.tokens_per_update=512",
+    "schedule.eval_every_steps=3",
+    "schedule.log_every_steps=1",
+    "checkpoints.every_steps=1",
+    "checkpoints.keep_last=2",
+    "checkpoints.average_last=2",
+    "verbose=0",
+]
 PAIRS = {  # module -> (TFDS config, target language, vocabulary type, a frequent target word)
     "wmt14_en_de": ("de-en", "de", "bpe", "die"),
     "wmt14_en_fr": ("fr-en", "fr", "unigram", "les"),
@@ -52,8 +66,9 @@ def dev_data_dir(data_dir, tmp_path, monkeypatch):
     for language in ("en", "de", "fr"):
         with open(data_dir / "wmt" / f"newstest2013.{language}", encoding="utf-8") as file:
             lines = [next(file) for _ in range(DEV_LINES)]
-        (directory / "wmt" / f"newstest2013.{language}").write_text("".join(lines),
-                                                                    encoding="utf-8")
+        (directory / "wmt" / f"newstest2013.{language}").write_text(
+            "".join(lines), encoding="utf-8"
+        )
     monkeypatch.setenv("KT_DATA_DIR", str(directory))
     return directory
 
@@ -72,27 +87,30 @@ def serve_wmt_text(data_dir, target, reads):
         reads.append((builder.name, builder.builder_config.name, str(split)))
         # A KeyError here means the pipeline's language keys are not the builder's features.
         return tf.data.Dataset.from_tensor_slices(
-            {key: lines[key] for key in builder.info.features})
+            {key: lines[key] for key in builder.info.features}
+        )
 
     return as_dataset
 
 
 @pytest.mark.parametrize("module_name", list(PAIRS))
 def test_wmt14_recipe_trains_from_tfds_and_scores_newstest2013(
-        module_name, pipelines, data_dir, dev_data_dir, tmp_path):
+    module_name, pipelines, data_dir, dev_data_dir, tmp_path
+):
     tfds_config, target, vocab_type, frequent_word = PAIRS[module_name]
     module = pipelines(module_name)
     output_dir = tmp_path / "run"
 
     # The recipe as the paper gives it (the defaults the overrides below start from).
-    args = module.parser_for("", list(module.RECIPES)).parse_args(
-        ["--output-dir", str(output_dir)])
+    args = module.parser_for("", list(module.RECIPES)).parse_args(["--output-dir", str(output_dir)])
     recipe_values = module.recipe_config(args)
     recipe = TrainingConfig.from_dict(recipe_values)
     assert recipe.data.train[0].tfds == f"wmt14_translate/{tfds_config}"
     assert (recipe.data.train[0].source, recipe.data.train[0].target) == ("en", target)
     assert (recipe.data.vocab_size, recipe.data.vocab_model_type) == (
-        {"de": 37000, "fr": 32000}[target], vocab_type)  # 5.1
+        {"de": 37000, "fr": 32000}[target],
+        vocab_type,
+    )  # 5.1
     assert recipe.data.dev.source == str(dev_data_dir / "wmt" / "newstest2013.en")
     assert recipe.data.dev.target == str(dev_data_dir / "wmt" / f"newstest2013.{target}")
     assert (recipe.schedule.train_steps, recipe.schedule.warmup_steps) == (100_000, 4000)  # 5.2-3
@@ -100,8 +118,14 @@ def test_wmt14_recipe_trains_from_tfds_and_scores_newstest2013(
     assert recipe.accumulation_steps(num_replicas=8) == 1  # 8 GPUs x 3125 tokens
     assert (recipe.checkpoints.every_minutes, recipe.checkpoints.average_last) == (10, 5)  # 6.1
     model = recipe.transformer_config(37000)
-    assert (model.num_layers, model.d_model, model.d_ff, model.num_heads, model.dropout,
-            model.label_smoothing) == (6, 512, 2048, 8, 0.1, 0.1)  # Table 3, base
+    assert (
+        model.num_layers,
+        model.d_model,
+        model.d_ff,
+        model.num_heads,
+        model.dropout,
+        model.label_smoothing,
+    ) == (6, 512, 2048, 8, 0.1, 0.1)  # Table 3, base
 
     reads = []
     command = ["--output-dir", str(output_dir)]
@@ -115,8 +139,9 @@ def test_wmt14_recipe_trains_from_tfds_and_scores_newstest2013(
     run = OutputDir(output_dir)
     # The run is the recipe with exactly the sizes overridden, nothing else.
     with open(run.training_config, encoding="utf-8") as file:
-        assert json.load(file) == json.loads(TrainingConfig.from_dict(
-            apply_overrides(recipe_values, SIZES)).to_json())
+        assert json.load(file) == json.loads(
+            TrainingConfig.from_dict(apply_overrides(recipe_values, SIZES)).to_json()
+        )
 
     # Vocabulary: the recipe's model type, trained on the served EN and target text.
     from sentencepiece import sentencepiece_model_pb2

@@ -7,6 +7,7 @@ model config and the vocabulary's pieces, for the tree constraint).
 
     python benchmarks/parsing_gpu/prep.py RUN_DIR runs/parsing_gpu/wsjgum
 """
+
 import json
 import os
 import sys
@@ -35,8 +36,14 @@ for corpus in ("wsj", "gum"):
     for name, seqs in (("src", src), ("tgt", tgt)):
         arrays[f"{corpus}_{name}"] = np.concatenate([np.asarray(s, np.int32) for s in seqs])
         arrays[f"{corpus}_{name}_len"] = np.asarray([len(s) for s in seqs], np.int32)
-    print(corpus, len(src), "pairs; target pieces mean", np.mean([len(t) for t in tgt]),
-          "max", max(len(t) for t in tgt))
+    print(
+        corpus,
+        len(src),
+        "pairs; target pieces mean",
+        np.mean([len(t) for t in tgt]),
+        "max",
+        max(len(t) for t in tgt),
+    )
 dev_words = open(f"{run}/data/wsj.dev.words").read().splitlines()
 dev = [vocab.encode(w) + [3] for w in dev_words]
 arrays["dev_src"] = np.concatenate([np.asarray(s, np.int32) for s in dev])

@@ -15,6 +15,7 @@ passed in) and the output ids go to NAME.json in --out, which `score.py` scores 
 Not the pipeline: no dev loss, no checkpoints on disk, no resume; its dev F1 matched the CPU
 pipeline's within a seed's spread at 9000 updates (77.87 / 77.49 here against 77.19).
 """
+
 import argparse
 import collections
 import json
@@ -56,8 +57,7 @@ import keras  # noqa: E402
 from keras_transformer import TransformerConfig, build_model  # noqa: E402
 from keras_transformer.decoding.beam_search import BeamSearch  # noqa: E402
 from keras_transformer.losses import LabelSmoothedCrossEntropy  # noqa: E402
-from keras_transformer.parsing.constrained_decoding import (TreeConstrainedDecoder,  # noqa
-                                                            TreeConstraint)
+from keras_transformer.parsing.constrained_decoding import TreeConstrainedDecoder, TreeConstraint  # noqa
 from keras_transformer.parsing.linearization import Linearizer  # noqa: E402
 from keras_transformer.schedules import build_schedule  # noqa: E402
 from keras_transformer.translation import compile_search  # noqa: E402
@@ -79,7 +79,7 @@ def split(name):
     lengths = arrays[name + "_len"]
     flat = arrays[name]
     ends = np.cumsum(lengths)
-    return [flat[e - n:e] for e, n in zip(ends, lengths)]
+    return [flat[e - n : e] for e, n in zip(ends, lengths)]
 
 
 corpora = {}
@@ -89,7 +89,7 @@ for c in ("wsj", "gum"):
         corpora[c] = (split(c + "_src"), split(c + "_tgt"))
 dev = split("dev_src")
 if args.dev_lines:
-    dev = dev[:args.dev_lines]
+    dev = dev[: args.dev_lines]
 
 # data.batching.bucket_boundaries(1024) written out (its last boundary is 1025, this 1069: the
 # same one pair per batch there), as that module imports TensorFlow, which
@@ -123,7 +123,8 @@ for i, b in enumerate(bounds):
 def batches(seed):
     rng = np.random.default_rng(seed)
     names = list(corpora)
-    w = np.array([weights[n] for n in names]); w = w / w.sum()
+    w = np.array([weights[n] for n in names])
+    w = w / w.sum()
     orders = {n: [] for n in names}
     pending = collections.defaultdict(list)
     while True:
@@ -140,12 +141,15 @@ def batches(seed):
             group = pending.pop(b)
             L = group_of(bounds[b])
             R = rows_of[L]
-            src = np.zeros((R, L), np.int32); tin = np.zeros((R, L), np.int32)
+            src = np.zeros((R, L), np.int32)
+            tin = np.zeros((R, L), np.int32)
             lab = np.zeros((R, L), np.int32)
             for r, (s, t) in enumerate(group):
-                src[r, :len(s)] = s
-                tin[r, 0] = 2; tin[r, 1:len(t) + 1] = t
-                lab[r, :len(t)] = t; lab[r, len(t)] = 3
+                src[r, : len(s)] = s
+                tin[r, 0] = 2
+                tin[r, 1 : len(t) + 1] = t
+                lab[r, : len(t)] = t
+                lab[r, len(t)] = 3
             yield {"source_ids": src, "target_ids": tin}, lab
 
 
@@ -156,8 +160,12 @@ opt_kw = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 if args.ema:
     opt_kw.update(use_ema=True, ema_momentum=args.ema)
 optimizer = keras.optimizers.Adam(learning_rate=lr, **opt_kw)
-model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(0.1, pad_id=0),
-              jit_compile=True, steps_per_execution=args.spe)
+model.compile(
+    optimizer=optimizer,
+    loss=LabelSmoothedCrossEntropy(0.1, pad_id=0),
+    jit_compile=True,
+    steps_per_execution=args.spe,
+)
 
 decode_model = build_model(config, dtype=args.precision)
 constraint = TreeConstraint(meta["pieces"], Linearizer(word_slots=True))
@@ -167,13 +175,17 @@ run_search = compile_search(lambda s: tuple(search(decoder, s))[:2], decoder)
 dev_len = max(len(s) for s in dev)
 dev_ids = np.zeros((len(dev), dev_len), np.int32)
 for i, s in enumerate(dev):
-    dev_ids[i, :len(s)] = s
+    dev_ids[i, : len(s)] = s
 
 milestones = sorted(int(m) for m in args.milestones.split(",") if m)
 avgs = [int(a) for a in args.avg.split(",") if a]
 snapshots = collections.deque(maxlen=max(avgs + [1]))
-result = {"args": vars(args), "log": [], "decodes": {}, "shapes": {str(k): v for k, v in
-                                                                    rows_of.items()}}
+result = {
+    "args": vars(args),
+    "log": [],
+    "decodes": {},
+    "shapes": {str(k): v for k, v in rows_of.items()},
+}
 
 
 def save():
@@ -188,7 +200,7 @@ def decode(tag, values):
     ids, lengths = run_search(dev_ids)
     ids = np.asarray(ids)[:, 0]
     lengths = np.asarray(lengths)[:, 0]
-    result["decodes"][tag] = [ids[i, :lengths[i]].tolist() for i in range(len(dev))]
+    result["decodes"][tag] = [ids[i, : lengths[i]].tolist() for i in range(len(dev))]
     result["log"].append({"decode": tag, "seconds": round(time.time() - t, 1)})
     print(f"[{args.name}] decoded {tag} in {time.time() - t:.1f}s", flush=True)
     save()
@@ -206,22 +218,27 @@ class Snap(keras.callbacks.Callback):
         if self.start is None:
             self.start = now
         snapshots.append([np.asarray(v.value) for v in model.trainable_variables])
-        entry = {"step": step, "loss": round(float(logs.get("loss", 0)), 4),
-                 "seconds_500": round(now - self.t, 1), "elapsed": round(now - T0, 1)}
+        entry = {
+            "step": step,
+            "loss": round(float(logs.get("loss", 0)), 4),
+            "seconds_500": round(now - self.t, 1),
+            "elapsed": round(now - T0, 1),
+        }
         result["log"].append(entry)
         print(f"[{args.name}] {entry}", flush=True)
         self.t = now
         out_of_time = now - T0 > args.deadline
         final = step >= args.steps or out_of_time
         if step in milestones or final:
-            for k in (avgs if final else avgs[:1]):
+            for k in avgs if final else avgs[:1]:
                 if len(snapshots) >= k:
-                    mean = [np.mean([s[i].astype(np.float32) for s in list(snapshots)[-k:]],
-                                    axis=0) for i in range(len(snapshots[-1]))]
+                    mean = [
+                        np.mean([s[i].astype(np.float32) for s in list(snapshots)[-k:]], axis=0)
+                        for i in range(len(snapshots[-1]))
+                    ]
                     decode(f"{step}_avg{k}", mean)
             if args.ema and final:
-                ema = [np.asarray(v.value) for v in
-                       optimizer._model_variables_moving_average]
+                ema = [np.asarray(v.value) for v in optimizer._model_variables_moving_average]
                 decode(f"{step}_ema", ema)
         self.t = time.time()
         if out_of_time:
@@ -229,8 +246,13 @@ class Snap(keras.callbacks.Callback):
 
 
 print(f"[{args.name}] setup {time.time() - T0:.1f}s; shapes {rows_of}", flush=True)
-model.fit(batches(args.seed), steps_per_epoch=args.epoch_steps, epochs=args.steps // args.epoch_steps, verbose=0,
-          callbacks=[Snap()])
+model.fit(
+    batches(args.seed),
+    steps_per_epoch=args.epoch_steps,
+    epochs=args.steps // args.epoch_steps,
+    verbose=0,
+    callbacks=[Snap()],
+)
 result["total_seconds"] = round(time.time() - T0, 1)
 save()
 print(f"[{args.name}] done in {time.time() - T0:.1f}s", flush=True)

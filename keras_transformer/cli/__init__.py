@@ -32,7 +32,7 @@ _HELP = {
     "average": "average the weights of the last N checkpoints (paper 6.1)",
     "translate": "translate text with beam search (paper 6.1)",
     "evaluate": "translate a test set and score it with sacreBLEU and chrF, or score parses "
-                "with EVALB (--task parsing)",
+    "with EVALB (--task parsing)",
     "parse": "parse sentences into constituency trees (paper 6.3)",
     "export": "export a SavedModel for TensorFlow Serving",
     "attention": "draw the attention weights of one layer for a sentence (paper figures 3-5)",
@@ -96,8 +96,9 @@ def _import_tensorflow_quietly():
             os.close(saved)
             captured.seek(0)
             text = captured.read().decode("utf-8", errors="replace")
-            sys.stderr.writelines(line for line in text.splitlines(keepends=True)
-                                  if not _STARTUP_NOISE.match(line))
+            sys.stderr.writelines(
+                line for line in text.splitlines(keepends=True) if not _STARTUP_NOISE.match(line)
+            )
 
 
 def main(argv=None):

@@ -22,37 +22,73 @@ import os
 from keras_transformer.errors import UserInputError
 
 HELP = "draw the attention weights of one layer for a sentence (paper figures 3-5)"
-EXAMPLE = ('keras-transformer attention --model runs/ende --layer 5 --head 5 '
-           '"The law will never be perfect, but its application should be just."')
+EXAMPLE = (
+    "keras-transformer attention --model runs/ende --layer 5 --head 5 "
+    '"The law will never be perfect, but its application should be just."'
+)
 
 
 def add_arguments(parser):
     parser.add_argument("sentence", help="the source sentence, as one argument")
-    parser.add_argument("--model", required=True, metavar="PATH",
-                        help="a training output_dir, a .keras file or a checkpoint prefix")
-    parser.add_argument("--vocab", metavar="FILE",
-                        help="the SentencePiece .model (default: the one the .keras file "
-                             "carries, else vocab.model beside the model)")
-    parser.add_argument("--layer", type=int, required=True, metavar="L",
-                        help="the layer, counted from 1 as the paper ('layer 5 of 6' is 5)")
-    parser.add_argument("--head", type=int, action="append", metavar="H",
-                        help="draw only this head, counted from 1; repeat it for several "
-                             "(the paper's figure 4: --head 5 --head 6); default: every head")
-    parser.add_argument("--stack", choices=("encoder", "decoder"), default="encoder",
-                        help="whose attention: the encoder's (default) or the decoder's")
-    parser.add_argument("--cross", action="store_true",
-                        help="with --stack decoder: the encoder-decoder attention instead of "
-                             "the decoder's self-attention")
-    parser.add_argument("--target", metavar="TEXT",
-                        help="with --stack decoder: the translation to feed the decoder "
-                             "(default: the model's own, by beam search)")
-    parser.add_argument("--token", type=int, metavar="N",
-                        help="in the line picture, draw only the attention of the N-th query "
-                             "token, counted from 1 (as the paper's figure 3 for 'making')")
-    parser.add_argument("--output", metavar="PNG",
-                        help="the line picture; the heat map goes beside it as "
-                             "NAME.heatmap.png (default: attention-STACK-layerL.png, in "
-                             "the current folder or in --output when that is a folder)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="PATH",
+        help="a training output_dir, a .keras file or a checkpoint prefix",
+    )
+    parser.add_argument(
+        "--vocab",
+        metavar="FILE",
+        help="the SentencePiece .model (default: the one the .keras file "
+        "carries, else vocab.model beside the model)",
+    )
+    parser.add_argument(
+        "--layer",
+        type=int,
+        required=True,
+        metavar="L",
+        help="the layer, counted from 1 as the paper ('layer 5 of 6' is 5)",
+    )
+    parser.add_argument(
+        "--head",
+        type=int,
+        action="append",
+        metavar="H",
+        help="draw only this head, counted from 1; repeat it for several "
+        "(the paper's figure 4: --head 5 --head 6); default: every head",
+    )
+    parser.add_argument(
+        "--stack",
+        choices=("encoder", "decoder"),
+        default="encoder",
+        help="whose attention: the encoder's (default) or the decoder's",
+    )
+    parser.add_argument(
+        "--cross",
+        action="store_true",
+        help="with --stack decoder: the encoder-decoder attention instead of "
+        "the decoder's self-attention",
+    )
+    parser.add_argument(
+        "--target",
+        metavar="TEXT",
+        help="with --stack decoder: the translation to feed the decoder "
+        "(default: the model's own, by beam search)",
+    )
+    parser.add_argument(
+        "--token",
+        type=int,
+        metavar="N",
+        help="in the line picture, draw only the attention of the N-th query "
+        "token, counted from 1 (as the paper's figure 3 for 'making')",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="PNG",
+        help="the line picture; the heat map goes beside it as "
+        "NAME.heatmap.png (default: attention-STACK-layerL.png, in "
+        "the current folder or in --output when that is a folder)",
+    )
 
 
 def _pieces(vocabulary, ids):
@@ -64,8 +100,9 @@ def _pieces(vocabulary, ids):
 
 def _check_range(name, value, count, what):
     if value is not None and not 1 <= value <= count:
-        raise UserInputError(f"{name} {value} is out of range: {what} 1 to {count} (counted "
-                             "from 1)")
+        raise UserInputError(
+            f"{name} {value} is out of range: {what} 1 to {count} (counted from 1)"
+        )
 
 
 def _output_paths(args):
@@ -77,7 +114,7 @@ def _output_paths(args):
         lines = lines if args.output is None else os.path.join(args.output, lines)
     else:
         lines = args.output if args.output.lower().endswith(".png") else args.output + ".png"
-    heatmap = lines[:-len(".png")] + ".heatmap.png"
+    heatmap = lines[: -len(".png")] + ".heatmap.png"
     folder = os.path.dirname(os.path.abspath(lines))
     if not os.path.isdir(folder):
         raise UserInputError(f"--output {args.output!r}: folder {folder!r} does not exist")
@@ -86,13 +123,15 @@ def _output_paths(args):
 
 def run(args):
     if args.cross and args.stack != "decoder":
-        raise UserInputError("--cross is the decoder's encoder-decoder attention: add "
-                             "--stack decoder")
+        raise UserInputError(
+            "--cross is the decoder's encoder-decoder attention: add --stack decoder"
+        )
     if args.target is not None and args.stack != "decoder":
         raise UserInputError("--target feeds the decoder: add --stack decoder")
     if not args.sentence.strip():
-        raise UserInputError("the sentence is empty: give the text to look at as the last "
-                             "argument, in quotes")
+        raise UserInputError(
+            "the sentence is empty: give the text to look at as the last argument, in quotes"
+        )
     lines_path, heatmap_path = _output_paths(args)
 
     import numpy as np
@@ -105,17 +144,21 @@ def run(args):
     model, vocabulary = translator.model, translator.vocabulary
     config = model.config
     stack_layers = config.num_layers
-    _check_range("--layer", args.layer, stack_layers,
-                 f"this model's {args.stack} has {stack_layers} layers,")
+    _check_range(
+        "--layer", args.layer, stack_layers, f"this model's {args.stack} has {stack_layers} layers,"
+    )
     for head in args.head or []:
-        _check_range("--head", head, config.num_heads,
-                     f"this model has {config.num_heads} heads per layer,")
+        _check_range(
+            "--head", head, config.num_heads, f"this model has {config.num_heads} heads per layer,"
+        )
 
     def token_ids(text, what):
         ids = vocabulary.encode(text) + [config.eos_id]
         if len(ids) > config.max_length:
-            raise UserInputError(f"the {what} has {len(ids)} tokens (with eos); this model "
-                                 f"reads at most {config.max_length}: give a shorter one")
+            raise UserInputError(
+                f"the {what} has {len(ids)} tokens (with eos); this model "
+                f"reads at most {config.max_length}: give a shorter one"
+            )
         return ids
 
     source_ids = token_ids(args.sentence, "sentence")
@@ -125,15 +168,20 @@ def run(args):
             target = translator.translate([args.sentence])[0]
             print(f"translation: {target}")
             # Decoding stops at max_length tokens: an output cut there is shown as it is.
-            output_ids = (vocabulary.encode(target) + [config.eos_id])[:config.max_length]
+            output_ids = (vocabulary.encode(target) + [config.eos_id])[: config.max_length]
         else:
             output_ids = token_ids(args.target, "target")
         target_ids = [config.bos_id] + output_ids[:-1]  # the decoder input, shifted right
     kind = "cross" if args.cross else "self"
-    weights = ops.convert_to_numpy(model.attention_weights(
-        np.array([source_ids], "int32"),
-        None if target_ids is None else np.array([target_ids], "int32"),
-        stack=args.stack, kind=kind, layer_index=args.layer - 1))[0]
+    weights = ops.convert_to_numpy(
+        model.attention_weights(
+            np.array([source_ids], "int32"),
+            None if target_ids is None else np.array([target_ids], "int32"),
+            stack=args.stack,
+            kind=kind,
+            layer_index=args.layer - 1,
+        )
+    )[0]
 
     if args.stack == "encoder":
         queries = keys = _pieces(vocabulary, source_ids)
@@ -147,13 +195,17 @@ def run(args):
         what = "encoder-decoder attention"
     title = f"{what}, layer {args.layer} of {stack_layers}"
     if args.head is not None:
-        title += (f", head{'s' if len(args.head) > 1 else ''} "
-                  f"{', '.join(map(str, args.head))}")
-    draw_attention_lines(weights, queries, keys, heads=heads,
-                         query_index=None if args.token is None else args.token - 1,
-                         title=title, path=lines_path)
-    draw_attention_heatmaps(weights, queries, keys, heads=heads, title=title,
-                            path=heatmap_path)
+        title += f", head{'s' if len(args.head) > 1 else ''} {', '.join(map(str, args.head))}"
+    draw_attention_lines(
+        weights,
+        queries,
+        keys,
+        heads=heads,
+        query_index=None if args.token is None else args.token - 1,
+        title=title,
+        path=lines_path,
+    )
+    draw_attention_heatmaps(weights, queries, keys, heads=heads, title=title, path=heatmap_path)
     print(f"attention lines (paper figures 3-5): {lines_path}")
     print(f"attention heat map: {heatmap_path}")
     return 0

@@ -17,20 +17,41 @@ EXAMPLE = "keras-transformer average runs/ende --last 5"
 
 
 def add_arguments(parser):
-    parser.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINTS",
-                        help="a training output_dir, or its checkpoints/ folder")
-    parser.add_argument("--last", type=int, default=5,
-                        help="how many of the newest checkpoints to average (default: 5; the "
-                             "paper uses 20 for big models)")
-    parser.add_argument("--fraction", type=float, default=None, metavar="F",
-                        help="of the last N, average only those written in the last F of the "
-                             "updates trained (0 < F <= 1; --last is then a cap): what "
-                             "checkpoints.average_last_fraction does at the end of training")
-    parser.add_argument("--checkpoints", nargs="+", default=None, metavar="PREFIX",
-                        help="average these checkpoints (path prefixes such as "
-                             "RUN/checkpoints/ckpt-1000) instead of the last N")
-    parser.add_argument("--output", default=None, metavar="FILE",
-                        help="where to write the model (default: RUN_DIR/averaged.keras)")
+    parser.add_argument(
+        "run",
+        metavar="RUN_DIR_OR_CHECKPOINTS",
+        help="a training output_dir, or its checkpoints/ folder",
+    )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=5,
+        help="how many of the newest checkpoints to average (default: 5; the "
+        "paper uses 20 for big models)",
+    )
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="of the last N, average only those written in the last F of the "
+        "updates trained (0 < F <= 1; --last is then a cap): what "
+        "checkpoints.average_last_fraction does at the end of training",
+    )
+    parser.add_argument(
+        "--checkpoints",
+        nargs="+",
+        default=None,
+        metavar="PREFIX",
+        help="average these checkpoints (path prefixes such as "
+        "RUN/checkpoints/ckpt-1000) instead of the last N",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="where to write the model (default: RUN_DIR/averaged.keras)",
+    )
 
 
 def _parsing_settings_to_copy(run_dir, output):
@@ -40,13 +61,15 @@ def _parsing_settings_to_copy(run_dir, output):
         UserInputError: when a different `parsing.json` is already beside `output`.
     """
     from keras_transformer.errors import UserInputError
-    from keras_transformer.parsing.parser import (PARSING_FILE, read_opening_penalty,
-                                                  read_parsing_settings)
+    from keras_transformer.parsing.parser import (
+        PARSING_FILE,
+        read_opening_penalty,
+        read_parsing_settings,
+    )
 
     source = os.path.join(run_dir, PARSING_FILE)
     target = os.path.join(os.path.dirname(os.path.abspath(output)), PARSING_FILE)
-    if not os.path.isfile(source) or (os.path.exists(target)
-                                      and os.path.samefile(source, target)):
+    if not os.path.isfile(source) or (os.path.exists(target) and os.path.samefile(source, target)):
         return None
 
     def settings(path):
@@ -59,7 +82,8 @@ def _parsing_settings_to_copy(run_dir, output):
     if os.path.exists(target) and settings(target) != settings(source):
         raise UserInputError(
             f"{target!r} differs from {source!r}, the parsing settings of the run averaged: "
-            f"give --output a folder without a {PARSING_FILE}, or this run's own")
+            f"give --output a folder without a {PARSING_FILE}, or this run's own"
+        )
     return source
 
 
@@ -76,8 +100,10 @@ def run(args):
         raise UserInputError(f"--output {output!r} must end with .keras")
     parsing_settings = _parsing_settings_to_copy(run_dir, output)
     if args.checkpoints and args.fraction is not None:
-        raise UserInputError("--fraction chooses among the last N checkpoints; with "
-                             "--checkpoints, list only the ones to average")
+        raise UserInputError(
+            "--fraction chooses among the last N checkpoints; with "
+            "--checkpoints, list only the ones to average"
+        )
     if args.checkpoints:
         model = average_checkpoints(args.checkpoints)
     else:
@@ -92,11 +118,14 @@ def run(args):
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     atomic_save_model(model, output)
     if parsing_settings:
-        target = os.path.join(os.path.dirname(os.path.abspath(output)),
-                              os.path.basename(parsing_settings))
+        target = os.path.join(
+            os.path.dirname(os.path.abspath(output)), os.path.basename(parsing_settings)
+        )
         with open(parsing_settings, encoding="utf-8") as source, atomic_write(target) as file:
             file.write(source.read())
-    print(f"averaged {len(model.averaged_checkpoints)} checkpoints "
-          f"({os.path.basename(model.averaged_checkpoints[0])} .. "
-          f"{os.path.basename(model.averaged_checkpoints[-1])}) into {output}")
+    print(
+        f"averaged {len(model.averaged_checkpoints)} checkpoints "
+        f"({os.path.basename(model.averaged_checkpoints[0])} .. "
+        f"{os.path.basename(model.averaged_checkpoints[-1])}) into {output}"
+    )
     return 0

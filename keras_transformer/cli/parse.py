@@ -17,8 +17,13 @@ import math
 import sys
 import time
 
-from keras_transformer.cli.translate import (add_model_arguments, line_chunks, open_input,
-                                             open_output, translator_from_args)
+from keras_transformer.cli.translate import (
+    add_model_arguments,
+    line_chunks,
+    open_input,
+    open_output,
+    translator_from_args,
+)
 from keras_transformer.errors import UserInputError
 
 HELP = "parse sentences into constituency trees (paper 6.3)"
@@ -30,30 +35,49 @@ def add_arguments(parser):
 
     add_model_arguments(parser)
     for action in parser._actions:
-        default = {"beam_size": PAPER_DECODING["beam_size"], "alpha": PAPER_DECODING["alpha"],
-                   "max_extra_length": PAPER_DECODING["max_extra_length"]}.get(action.dest)
+        default = {
+            "beam_size": PAPER_DECODING["beam_size"],
+            "alpha": PAPER_DECODING["alpha"],
+            "max_extra_length": PAPER_DECODING["max_extra_length"],
+        }.get(action.dest)
         if default is not None:
             action.default = default
             action.help = f"default: {default} (paper 6.3)"
     group = parser.add_argument_group("input and output")
-    group.add_argument("-i", "--input", metavar="FILE",
-                       help="sentences, one per line (default: stdin)")
+    group.add_argument(
+        "-i", "--input", metavar="FILE", help="sentences, one per line (default: stdin)"
+    )
     group.add_argument("-o", "--output", metavar="FILE", help="trees (default: stdout)")
-    group.add_argument("--tokenize", action="store_true",
-                       help="the input is raw text: tokenize it the Penn Treebank way first")
-    group.add_argument("--unconstrained", action="store_true",
-                       help="search freely and repair malformed outputs afterwards (default: "
-                            "search only well-formed trees over the input words)")
-    group.add_argument("--opening-penalty", type=float, default=None, metavar="NATS",
-                       help="subtracted from each opening bracket's log-probability in the "
-                            "constrained search (default: the run's parsing.json, else 0)")
-    group.add_argument("--chunk-size", type=int, default=256, metavar="LINES",
-                       help="lines read and parsed at a time (default: 256)")
+    group.add_argument(
+        "--tokenize",
+        action="store_true",
+        help="the input is raw text: tokenize it the Penn Treebank way first",
+    )
+    group.add_argument(
+        "--unconstrained",
+        action="store_true",
+        help="search freely and repair malformed outputs afterwards (default: "
+        "search only well-formed trees over the input words)",
+    )
+    group.add_argument(
+        "--opening-penalty",
+        type=float,
+        default=None,
+        metavar="NATS",
+        help="subtracted from each opening bracket's log-probability in the "
+        "constrained search (default: the run's parsing.json, else 0)",
+    )
+    group.add_argument(
+        "--chunk-size",
+        type=int,
+        default=256,
+        metavar="LINES",
+        help="lines read and parsed at a time (default: 256)",
+    )
 
 
 def run(args):
-    from keras_transformer.parsing.parser import (Parser, read_opening_penalty,
-                                                  read_parsing_settings)
+    from keras_transformer.parsing.parser import Parser, read_opening_penalty, read_parsing_settings
 
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
@@ -62,22 +86,30 @@ def run(args):
         try:
             from nltk.tokenize import TreebankWordTokenizer
         except ImportError:
-            raise UserInputError("--tokenize needs nltk (the Penn Treebank tokenizer): pip "
-                                 "install 'keras-nmt-transformer[parsing]', or give "
-                                 "tokenized text") from None
+            raise UserInputError(
+                "--tokenize needs nltk (the Penn Treebank tokenizer): pip "
+                "install 'keras-nmt-transformer[parsing]', or give "
+                "tokenized text"
+            ) from None
         tokenizer = TreebankWordTokenizer()
     # Before the model loads: a run without parsing.json is refused in one line.
     linearizer = read_parsing_settings(args.model)  # several --model: an ensemble
     penalty = args.opening_penalty
     if args.unconstrained and penalty:
-        raise UserInputError("--opening-penalty applies to the constrained search: drop "
-                             "--unconstrained or --opening-penalty")
+        raise UserInputError(
+            "--opening-penalty applies to the constrained search: drop "
+            "--unconstrained or --opening-penalty"
+        )
     if penalty is None:
         penalty = 0.0 if args.unconstrained else read_opening_penalty(args.model)
     if not math.isfinite(penalty):
         raise UserInputError(f"--opening-penalty must be a finite number, got {penalty}")
-    parser = Parser(translator_from_args(args), linearizer,
-                    constrained=not args.unconstrained, opening_penalty=penalty)
+    parser = Parser(
+        translator_from_args(args),
+        linearizer,
+        constrained=not args.unconstrained,
+        opening_penalty=penalty,
+    )
     count = repaired = 0
     start = time.perf_counter()
     with open_input(args.input) as (source, name), open_output(args.output) as out:
@@ -90,6 +122,9 @@ def run(args):
             count += len(chunk)
             repaired += parser.last_repaired
     seconds = time.perf_counter() - start
-    print(f"parsed {count} sentences in {seconds:.1f} s ({count / max(seconds, 1e-9):.2f} "
-          f"sentences/s); {repaired} output(s) needed repair", file=sys.stderr)
+    print(
+        f"parsed {count} sentences in {seconds:.1f} s ({count / max(seconds, 1e-9):.2f} "
+        f"sentences/s); {repaired} output(s) needed repair",
+        file=sys.stderr,
+    )
     return 0

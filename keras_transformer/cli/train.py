@@ -8,19 +8,28 @@ the config's `output_dir`. The keys of the file are documented in
 import sys
 
 HELP = "train a model with model.fit from a YAML/JSON config (paper 5)"
-EXAMPLE = ("keras-transformer train --config configs/multi30k.yaml "
-           "--set schedule.train_steps=2000")
+EXAMPLE = "keras-transformer train --config configs/multi30k.yaml --set schedule.train_steps=2000"
 
 
 def add_arguments(parser):
-    parser.add_argument("--config", required=True, metavar="FILE",
-                        help="the training config, YAML (.yaml/.yml) or JSON (.json)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        dest="overrides",
-                        help="override a config key, e.g. schedule.train_steps=2000 or "
-                             "output_dir=runs/try2 (repeatable; values are read as YAML)")
-    parser.add_argument("--output-dir", default=None, metavar="DIR",
-                        help="shorthand for --set output_dir=DIR")
+    parser.add_argument(
+        "--config",
+        required=True,
+        metavar="FILE",
+        help="the training config, YAML (.yaml/.yml) or JSON (.json)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a config key, e.g. schedule.train_steps=2000 or "
+        "output_dir=runs/try2 (repeatable; values are read as YAML)",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, metavar="DIR", help="shorthand for --set output_dir=DIR"
+    )
 
 
 def run(args):

@@ -19,66 +19,109 @@ HELP = "translate text with beam search (paper 6.1)"
 EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > newstest2014.hyp.de"
 
 
-SETTING_FLAGS = {"beam_size": "--beam-size", "alpha": "--alpha",
-                 "max_extra_length": "--max-extra-length", "num_hypotheses": "--n-best"}
+SETTING_FLAGS = {
+    "beam_size": "--beam-size",
+    "alpha": "--alpha",
+    "max_extra_length": "--max-extra-length",
+    "num_hypotheses": "--n-best",
+}
 
 
 def add_model_arguments(parser):
     """Arguments that load a model and configure the search (shared with `evaluate`)."""
     group = parser.add_argument_group("model")
-    group.add_argument("--model", action="append", required=True, metavar="PATH",
-                       help="a training output_dir (averaged.keras, else model.keras, else the "
-                            "newest checkpoint), a .keras file or a checkpoint prefix; repeat "
-                            "it to decode with an ensemble")
-    group.add_argument("--vocab", metavar="FILE",
-                       help="the SentencePiece .model (default: the one the .keras file "
-                            "carries, else vocab.model beside the model)")
-    group.add_argument("--average-last", type=int, metavar="N",
-                       help="average the last N checkpoints of the output_dir (paper 6.1: 5 "
-                            "for base, 20 for big) instead of loading a saved model")
-    group.add_argument("--ensemble-combine", choices=("log_probs", "probs"),
-                       default="log_probs",
-                       help="ensembles: mean of log-probabilities (default) or of probabilities")
+    group.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a training output_dir (averaged.keras, else model.keras, else the "
+        "newest checkpoint), a .keras file or a checkpoint prefix; repeat "
+        "it to decode with an ensemble",
+    )
+    group.add_argument(
+        "--vocab",
+        metavar="FILE",
+        help="the SentencePiece .model (default: the one the .keras file "
+        "carries, else vocab.model beside the model)",
+    )
+    group.add_argument(
+        "--average-last",
+        type=int,
+        metavar="N",
+        help="average the last N checkpoints of the output_dir (paper 6.1: 5 "
+        "for base, 20 for big) instead of loading a saved model",
+    )
+    group.add_argument(
+        "--ensemble-combine",
+        choices=("log_probs", "probs"),
+        default="log_probs",
+        help="ensembles: mean of log-probabilities (default) or of probabilities",
+    )
     group = parser.add_argument_group("search")
     group.add_argument("--search", choices=("beam", "greedy", "sample"), default="beam")
     group.add_argument("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
-    group.add_argument("--alpha", type=float, default=0.6,
-                       help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 "
-                            "(paper 6.1)")
-    group.add_argument("--max-extra-length", type=int, default=50,
-                       help="output length cap = input length + this, in [0, 65536]; "
-                            "default: 50 (paper 6.1)")
+    group.add_argument(
+        "--alpha",
+        type=float,
+        default=0.6,
+        help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 (paper 6.1)",
+    )
+    group.add_argument(
+        "--max-extra-length",
+        type=int,
+        default=50,
+        help="output length cap = input length + this, in [0, 65536]; default: 50 (paper 6.1)",
+    )
     group.add_argument("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
     group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     group.add_argument("--seed", type=int, help="sampling seed")
     group.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
-    group.add_argument("--on-too-long", choices=("truncate", "error"), default="truncate",
-                       help="inputs longer than the model's max_length: truncate with a "
-                            "warning (default) or stop with an error")
-    group.add_argument("--no-compile", action="store_true",
-                       help="run the search eagerly (debugging)")
+    group.add_argument(
+        "--on-too-long",
+        choices=("truncate", "error"),
+        default="truncate",
+        help="inputs longer than the model's max_length: truncate with a "
+        "warning (default) or stop with an error",
+    )
+    group.add_argument(
+        "--no-compile", action="store_true", help="run the search eagerly (debugging)"
+    )
 
 
 def translator_from_args(args, num_hypotheses=1):
-    from keras_transformer.translation import Translator
-
     from keras_transformer.decoding.settings import check_decoding_settings
+    from keras_transformer.translation import Translator
 
     if args.batch_size < 1:
         raise UserInputError("--batch-size must be at least 1")
     # The ranges of translate() and the SavedModel, named by their flags.
-    check_decoding_settings(beam_size=args.beam_size, alpha=args.alpha,
-                            max_extra_length=args.max_extra_length,
-                            num_hypotheses=num_hypotheses, labels=SETTING_FLAGS)
+    check_decoding_settings(
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_extra_length=args.max_extra_length,
+        num_hypotheses=num_hypotheses,
+        labels=SETTING_FLAGS,
+    )
     if args.search == "sample" and args.temperature <= 0:
         raise UserInputError("--temperature must be > 0")
     return Translator.load(
-        args.model if len(args.model) > 1 else args.model[0], vocabulary=args.vocab,
-        average_last=args.average_last, beam_size=args.beam_size, alpha=args.alpha,
-        max_extra_length=args.max_extra_length, num_hypotheses=num_hypotheses,
-        search=args.search, top_k=args.top_k, temperature=args.temperature, seed=args.seed,
-        batch_size=args.batch_size, on_too_long=args.on_too_long,
-        compile=not args.no_compile, ensemble_combine=args.ensemble_combine)
+        args.model if len(args.model) > 1 else args.model[0],
+        vocabulary=args.vocab,
+        average_last=args.average_last,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_extra_length=args.max_extra_length,
+        num_hypotheses=num_hypotheses,
+        search=args.search,
+        top_k=args.top_k,
+        temperature=args.temperature,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        on_too_long=args.on_too_long,
+        compile=not args.no_compile,
+        ensemble_combine=args.ensemble_combine,
+    )
 
 
 def add_arguments(parser):
@@ -86,11 +129,20 @@ def add_arguments(parser):
     group = parser.add_argument_group("input and output")
     group.add_argument("-i", "--input", metavar="FILE", help="source text (default: stdin)")
     group.add_argument("-o", "--output", metavar="FILE", help="translations (default: stdout)")
-    group.add_argument("--n-best", type=int, default=1, metavar="N",
-                       help="write the N best translations per line as "
-                            "'INDEX ||| TEXT ||| SCORE'")
-    group.add_argument("--chunk-size", type=int, default=1024, metavar="LINES",
-                       help="lines read and translated at a time (default: 1024)")
+    group.add_argument(
+        "--n-best",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write the N best translations per line as 'INDEX ||| TEXT ||| SCORE'",
+    )
+    group.add_argument(
+        "--chunk-size",
+        type=int,
+        default=1024,
+        metavar="LINES",
+        help="lines read and translated at a time (default: 1024)",
+    )
 
 
 @contextlib.contextmanager
@@ -131,6 +183,7 @@ def line_chunks(source, size, name="the input"):
     Raises:
         UserInputError: at a line that is not UTF-8, naming `name` and the line number.
     """
+
     def lines():
         for number, raw in enumerate(source, 1):
             try:

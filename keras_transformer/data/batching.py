@@ -17,7 +17,7 @@ Under a distribution strategy the budget is per replica: the global batch holds
 full batch splits evenly and each replica's share again respects the budget.
 """
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -60,8 +60,7 @@ def bucket_boundaries(max_length: int, min_length: int = 8, growth: float = 1.1)
     return boundaries
 
 
-def bucket_batch_sizes(boundaries: Sequence[int], token_budget: int,
-                       num_replicas: int = 1) -> list:
+def bucket_batch_sizes(boundaries: Sequence[int], token_budget: int, num_replicas: int = 1) -> list:
     """Pairs per batch in each bucket, so that batches respect a per-replica token budget.
 
     Args:
@@ -90,8 +89,10 @@ def bucket_batch_sizes(boundaries: Sequence[int], token_budget: int,
             f"a token budget of {token_budget} per replica cannot hold one pair of the maximum "
             f"length {longest}: raise the budget to at least {longest} or lower max_length"
         )
-    sizes = [num_replicas * (token_budget // (boundary - 1)) if boundary > 1 else num_replicas
-             for boundary in boundaries]
+    sizes = [
+        num_replicas * (token_budget // (boundary - 1)) if boundary > 1 else num_replicas
+        for boundary in boundaries
+    ]
     return sizes + [num_replicas]
 
 
@@ -100,9 +101,15 @@ def sequence_length(element) -> tf.Tensor:
     return tf.maximum(tf.shape(element["source_ids"])[0], tf.shape(element["labels"])[0])
 
 
-def token_budget_batches(dataset: tf.data.Dataset, *, token_budget: int, max_length: int,
-                         num_replicas: int = 1, boundaries: Sequence[int] = None,
-                         pad_to_bucket_boundary: bool = False) -> tf.data.Dataset:
+def token_budget_batches(
+    dataset: tf.data.Dataset,
+    *,
+    token_budget: int,
+    max_length: int,
+    num_replicas: int = 1,
+    boundaries: Sequence[int] = None,
+    pad_to_bucket_boundary: bool = False,
+) -> tf.data.Dataset:
     """Groups pairs of similar length into padded batches that respect a token budget.
 
     Like `Dataset.bucket_by_sequence_length`, built on `group_by_window`, but it also accepts

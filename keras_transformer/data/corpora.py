@@ -22,7 +22,7 @@ import dataclasses
 import gzip
 import logging
 import os
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
@@ -171,12 +171,16 @@ def _text_line_dataset(path):
 
 
 def _utf8_error_message(path, line_number, line, error, skip_flag_hint):
-    return (f"{not_utf8_message(repr(path), line_number, line, error)} or {skip_flag_hint} to "
-            "skip such pairs")
+    return (
+        f"{not_utf8_message(repr(path), line_number, line, error)} or {skip_flag_hint} to "
+        "skip such pairs"
+    )
 
 
-_SKIP_HINT = ("read the corpus with on_bad_line='skip' (`on_bad_line: skip` on the corpus in a "
-              "training config, `--skip-bad-lines` for `keras-transformer vocab`)")
+_SKIP_HINT = (
+    "read the corpus with on_bad_line='skip' (`on_bad_line: skip` on the corpus in a "
+    "training config, `--skip-bad-lines` for `keras-transformer vocab`)"
+)
 
 
 def _skip_line_numbers(dataset, skipped_lines):
@@ -261,7 +265,10 @@ class TextPairCorpus(ParallelCorpus):
         if bad:
             logger.warning(
                 "corpus %r: skipped %d of %d pairs whose text is not UTF-8 (lines %s%s)",
-                self.name, len(bad), source_lines, ", ".join(map(str, sorted(bad)[:10])),
+                self.name,
+                len(bad),
+                source_lines,
+                ", ".join(map(str, sorted(bad)[:10])),
                 ", ..." if len(bad) > 10 else "",
             )
         return self._check
@@ -300,8 +307,17 @@ class TsvCorpus(ParallelCorpus):
         10000
     """
 
-    def __init__(self, path, *, source_column=0, target_column=1, skip_header=False,
-                 weight=1.0, on_bad_line="error", name=None):
+    def __init__(
+        self,
+        path,
+        *,
+        source_column=0,
+        target_column=1,
+        skip_header=False,
+        weight=1.0,
+        on_bad_line="error",
+        name=None,
+    ):
         super().__init__(name or os.path.basename(str(path)), weight)
         _check_on_bad_line(on_bad_line)
         if source_column < 0 or target_column < 0 or source_column == target_column:
@@ -351,7 +367,10 @@ class TsvCorpus(ParallelCorpus):
         if bad:
             logger.warning(
                 "corpus %r: skipped %d of %d lines (non-UTF-8 or too few columns; lines %s%s)",
-                self.name, len(bad), num_lines, ", ".join(map(str, bad[:10])),
+                self.name,
+                len(bad),
+                num_lines,
+                ", ".join(map(str, bad[:10])),
                 ", ..." if len(bad) > 10 else "",
             )
         return self._check
@@ -397,8 +416,9 @@ class TfdsCorpus(ParallelCorpus):
         >>> corpus = TfdsCorpus("wmt14_translate/de-en", "en", "de")  # doctest: +SKIP
     """
 
-    def __init__(self, name, source_language, target_language, *, split="train",
-                 data_dir=None, weight=1.0):
+    def __init__(
+        self, name, source_language, target_language, *, split="train", data_dir=None, weight=1.0
+    ):
         super().__init__(f"{name}:{split}", weight)
         self.tfds_name = name
         self.source_language = source_language
@@ -414,8 +434,9 @@ class TfdsCorpus(ParallelCorpus):
                 f"corpus {self.name!r} needs TensorFlow Datasets: `pip install "
                 "tensorflow-datasets` (preparing WMT also needs the network)"
             ) from None
-        return tfds.load(self.tfds_name, split=self.split, data_dir=self.data_dir,
-                         shuffle_files=False)
+        return tfds.load(
+            self.tfds_name, split=self.split, data_dir=self.data_dir, shuffle_files=False
+        )
 
     def check(self) -> CorpusCheck:
         # TFDS validates its own data; counting would mean reading it all, so report the
@@ -453,8 +474,9 @@ def check_corpora(corpora: Sequence[ParallelCorpus]) -> list:
     return [corpus.check() for corpus in corpora]
 
 
-def mix_corpora(corpora: Sequence[ParallelCorpus], *, repeat: bool, shuffle_buffer: int = 0,
-                seed=None) -> tf.data.Dataset:
+def mix_corpora(
+    corpora: Sequence[ParallelCorpus], *, repeat: bool, shuffle_buffer: int = 0, seed=None
+) -> tf.data.Dataset:
     """One dataset of (source, target) string pairs drawn from several corpora by weight.
 
     With `repeat=True` each corpus repeats forever and each pair is drawn from corpus i with
@@ -483,8 +505,9 @@ def mix_corpora(corpora: Sequence[ParallelCorpus], *, repeat: bool, shuffle_buff
         if shuffle_buffer:
             # A different seed per corpus, derived from the one seed, keeps runs reproducible.
             corpus_seed = None if seed is None else seed * 1000 + index
-            dataset = dataset.shuffle(shuffle_buffer, seed=corpus_seed,
-                                      reshuffle_each_iteration=True)
+            dataset = dataset.shuffle(
+                shuffle_buffer, seed=corpus_seed, reshuffle_each_iteration=True
+            )
         if repeat:
             dataset = dataset.repeat()
         datasets.append(dataset)
@@ -492,6 +515,8 @@ def mix_corpora(corpora: Sequence[ParallelCorpus], *, repeat: bool, shuffle_buff
         return datasets[0]
     total = sum(corpus.weight for corpus in corpora)
     return tf.data.Dataset.sample_from_datasets(
-        datasets, weights=[corpus.weight / total for corpus in corpora], seed=seed,
+        datasets,
+        weights=[corpus.weight / total for corpus in corpora],
+        seed=seed,
         stop_on_empty_dataset=False,
     )

@@ -17,36 +17,111 @@ Example:
 import random
 import zlib
 
-_EN_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-             "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
-             "seventeen", "eighteen", "nineteen"]
-_EN_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty",
-            "ninety"]
-_DE_UNITS = ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun",
-             "zehn", "elf", "zwölf", "dreizehn", "vierzehn", "fünfzehn", "sechzehn",
-             "siebzehn", "achtzehn", "neunzehn"]
-_DE_TENS = ["", "", "zwanzig", "dreißig", "vierzig", "fünfzig", "sechzig", "siebzig",
-            "achtzig", "neunzig"]
+_EN_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_EN_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_DE_UNITS = [
+    "null",
+    "eins",
+    "zwei",
+    "drei",
+    "vier",
+    "fünf",
+    "sechs",
+    "sieben",
+    "acht",
+    "neun",
+    "zehn",
+    "elf",
+    "zwölf",
+    "dreizehn",
+    "vierzehn",
+    "fünfzehn",
+    "sechzehn",
+    "siebzehn",
+    "achtzehn",
+    "neunzehn",
+]
+_DE_TENS = [
+    "",
+    "",
+    "zwanzig",
+    "dreißig",
+    "vierzig",
+    "fünfzig",
+    "sechzig",
+    "siebzig",
+    "achtzig",
+    "neunzig",
+]
 
-_EN_ORDINAL_UNITS = {1: "first", 2: "second", 3: "third", 5: "fifth", 8: "eighth", 9: "ninth",
-                     12: "twelfth"}
+_EN_ORDINAL_UNITS = {
+    1: "first",
+    2: "second",
+    3: "third",
+    5: "fifth",
+    8: "eighth",
+    9: "ninth",
+    12: "twelfth",
+}
 _DE_ORDINAL_STEMS = {1: "erst", 3: "dritt", 7: "siebt", 8: "acht"}
 
-_MONTHS = [("January", "Januar"), ("February", "Februar"), ("March", "März"),
-           ("April", "April"), ("May", "Mai"), ("June", "Juni"), ("July", "Juli"),
-           ("August", "August"), ("September", "September"), ("October", "Oktober"),
-           ("November", "November"), ("December", "Dezember")]
+_MONTHS = [
+    ("January", "Januar"),
+    ("February", "Februar"),
+    ("March", "März"),
+    ("April", "April"),
+    ("May", "Mai"),
+    ("June", "Juni"),
+    ("July", "Juli"),
+    ("August", "August"),
+    ("September", "September"),
+    ("October", "Oktober"),
+    ("November", "November"),
+    ("December", "Dezember"),
+]
 
 # (English singular, English plural, German singular, German plural, German gender)
-_NOUNS = [("cat", "cats", "Katze", "Katzen", "f"), ("dog", "dogs", "Hund", "Hunde", "m"),
-          ("house", "houses", "Haus", "Häuser", "n"), ("book", "books", "Buch", "Bücher", "n"),
-          ("apple", "apples", "Apfel", "Äpfel", "m"), ("flower", "flowers", "Blume", "Blumen",
-                                                        "f"),
-          ("car", "cars", "Auto", "Autos", "n"), ("bird", "birds", "Vogel", "Vögel", "m"),
-          ("chair", "chairs", "Stuhl", "Stühle", "m"), ("bottle", "bottles", "Flasche",
-                                                          "Flaschen", "f")]
-_ADJECTIVES = [("red", "rot"), ("big", "groß"), ("small", "klein"), ("old", "alt"),
-               ("new", "neu"), ("green", "grün")]
+_NOUNS = [
+    ("cat", "cats", "Katze", "Katzen", "f"),
+    ("dog", "dogs", "Hund", "Hunde", "m"),
+    ("house", "houses", "Haus", "Häuser", "n"),
+    ("book", "books", "Buch", "Bücher", "n"),
+    ("apple", "apples", "Apfel", "Äpfel", "m"),
+    ("flower", "flowers", "Blume", "Blumen", "f"),
+    ("car", "cars", "Auto", "Autos", "n"),
+    ("bird", "birds", "Vogel", "Vögel", "m"),
+    ("chair", "chairs", "Stuhl", "Stühle", "m"),
+    ("bottle", "bottles", "Flasche", "Flaschen", "f"),
+]
+_ADJECTIVES = [
+    ("red", "rot"),
+    ("big", "groß"),
+    ("small", "klein"),
+    ("old", "alt"),
+    ("new", "neu"),
+    ("green", "grün"),
+]
 # The indefinite article and strong adjective ending after it, by gender (nominative).
 _DE_ARTICLE = {"m": ("ein", "er"), "f": ("eine", "e"), "n": ("ein", "es")}
 
@@ -148,8 +223,9 @@ def _counted_noun_pair(rng):
     else:
         english = " ".join(w for w in (english_cardinal(count), en_adj, en_pl) if w)
         # Without an article, the plural adjective takes the strong ending -e.
-        german = " ".join(w for w in (german_cardinal(count), de_adj + "e" if de_adj else "",
-                                      de_pl) if w)
+        german = " ".join(
+            w for w in (german_cardinal(count), de_adj + "e" if de_adj else "", de_pl) if w
+        )
     return english, german
 
 
@@ -158,12 +234,16 @@ def _date_pair(rng):
     day = rng.randint(1, 28 if month_en == "February" else 30)
     form = rng.randrange(3)
     if form == 0:  # dative after 'am': -en
-        return (f"on {month_en} {english_ordinal(day)}",
-                f"am {german_ordinal_stem(day)}en {month_de}")
+        return (
+            f"on {month_en} {english_ordinal(day)}",
+            f"am {german_ordinal_stem(day)}en {month_de}",
+        )
     year = rng.randint(1100, 2099)
     if form == 1:  # nominative with the definite article: -e
-        return (f"{month_en} {english_ordinal(day)} {english_year(year)}",
-                f"der {german_ordinal_stem(day)}e {month_de} {german_year(year)}")
+        return (
+            f"{month_en} {english_ordinal(day)} {english_year(year)}",
+            f"der {german_ordinal_stem(day)}e {month_de} {german_year(year)}",
+        )
     return f"in {english_year(year)}", f"im Jahr {german_year(year)}"
 
 
@@ -181,12 +261,18 @@ def _time_pair(rng):
         return f"half past {english_cardinal(hour)}", f"halb {_clock_hour(next_hour)}"
     minutes = rng.choice([m for m in range(1, 30) if m != 15])
     unit = "minute" if minutes == 1 else "minutes"
-    return (f"{english_cardinal(minutes)} {unit} past {english_cardinal(hour)}",
-            f"{german_cardinal(minutes)} nach {_clock_hour(hour)}")
+    return (
+        f"{english_cardinal(minutes)} {unit} past {english_cardinal(hour)}",
+        f"{german_cardinal(minutes)} nach {_clock_hour(hour)}",
+    )
 
 
-_GENERATORS = [(_cardinal_pair, 0.4), (_counted_noun_pair, 0.2), (_date_pair, 0.25),
-               (_time_pair, 0.15)]
+_GENERATORS = [
+    (_cardinal_pair, 0.4),
+    (_counted_noun_pair, 0.2),
+    (_date_pair, 0.25),
+    (_time_pair, 0.15),
+]
 
 
 def _held_out_split(english, held_out_names):
@@ -196,8 +282,9 @@ def _held_out_split(english, held_out_names):
     return held_out_names[bucket] if bucket < len(held_out_names) else None
 
 
-def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("test", 500)),
-                              max_repeats=16, draws_per_line=4):
+def number_expressions_corpus(
+    seed=0, sizes=(("train", 20000), ("dev", 500), ("test", 500)), max_repeats=16, draws_per_line=4
+):
     """Generates splits of (English, German) pairs, deterministic for a seed.
 
     Pairs are drawn from four kinds of expression (cardinals, counted nouns with adjectives,
@@ -234,8 +321,10 @@ def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("t
     held_out_names = [name for name, _ in held_out_sizes]
     wanted = {train_name: train_size, **dict(held_out_sizes)}
     if max_repeats < 1 or draws_per_line < 1:
-        raise ValueError(f"max_repeats and draws_per_line must be at least 1, not "
-                         f"{max_repeats} and {draws_per_line}")
+        raise ValueError(
+            f"max_repeats and draws_per_line must be at least 1, not "
+            f"{max_repeats} and {draws_per_line}"
+        )
     splits = {name: {} for name in [train_name, *held_out_names]}
     train_lines, train_draws = [], {}
     for _ in range(200 * sum(wanted.values())):
@@ -255,8 +344,10 @@ def number_expressions_corpus(seed=0, sizes=(("train", 20000), ("dev", 500), ("t
                 train_lines.append((english, german))
     else:
         raise ValueError(f"cannot draw {dict(sizes)} distinct expressions; ask for fewer")
-    return {name: train_lines if name == train_name else list(pairs.items())
-            for name, pairs in splits.items()}
+    return {
+        name: train_lines if name == train_name else list(pairs.items())
+        for name, pairs in splits.items()
+    }
 
 
 def write_number_expressions(directory, seed=0, **kwargs):

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -156,10 +156,20 @@ class TranslationPipeline:
         ...           steps_per_epoch=pipeline.report().batches_per_epoch)
     """
 
-    def __init__(self, corpora, vocabulary, *, token_budget: int = 4096, max_length: int = 256,
-                 num_replicas: int = 1, boundaries: Sequence[int] = None,
-                 pad_to_bucket_boundary: bool = False, shuffle_buffer: int = 100_000,
-                 cache_dir: str = None, log_report: bool = True):
+    def __init__(
+        self,
+        corpora,
+        vocabulary,
+        *,
+        token_budget: int = 4096,
+        max_length: int = 256,
+        num_replicas: int = 1,
+        boundaries: Sequence[int] = None,
+        pad_to_bucket_boundary: bool = False,
+        shuffle_buffer: int = 100_000,
+        cache_dir: str = None,
+        log_report: bool = True,
+    ):
         self.corpora = [corpora] if isinstance(corpora, ParallelCorpus) else list(corpora)
         if not isinstance(vocabulary, SubwordVocabulary):
             vocabulary = SubwordVocabulary.from_file(vocabulary)
@@ -244,8 +254,9 @@ class TranslationPipeline:
             if shuffle and self.shuffle_buffer > 1:
                 # One seed per corpus, derived from the one seed: reproducible and independent.
                 corpus_seed = None if seed is None else int(seed) * 7919 + index
-                dataset = dataset.shuffle(self.shuffle_buffer, seed=corpus_seed,
-                                          reshuffle_each_iteration=True)
+                dataset = dataset.shuffle(
+                    self.shuffle_buffer, seed=corpus_seed, reshuffle_each_iteration=True
+                )
             if repeat:
                 dataset = dataset.repeat()
             datasets.append(dataset)
@@ -254,7 +265,9 @@ class TranslationPipeline:
         else:
             weights = np.array([corpus.weight for corpus in self.corpora], dtype=np.float64)
             pairs = tf.data.Dataset.sample_from_datasets(
-                datasets, weights=(weights / weights.sum()).tolist(), seed=seed,
+                datasets,
+                weights=(weights / weights.sum()).tolist(),
+                seed=seed,
                 stop_on_empty_dataset=False,
             )
         if self.cache_dir:
@@ -266,8 +279,10 @@ class TranslationPipeline:
         source_lengths, target_lengths = sources.row_lengths(), targets.row_lengths()
         max_pieces = tf.constant(self.max_length - 1, source_lengths.dtype)  # + 1 for eos
         keep = (
-            (source_lengths > 0) & (target_lengths > 0)
-            & (source_lengths <= max_pieces) & (target_lengths <= max_pieces)
+            (source_lengths > 0)
+            & (target_lengths > 0)
+            & (source_lengths <= max_pieces)
+            & (target_lengths <= max_pieces)
         )
         sources = tf.ragged.boolean_mask(sources, keep)
         targets = tf.ragged.boolean_mask(targets, keep)
@@ -314,8 +329,9 @@ class TranslationPipeline:
                 "too_long": _sum(too_long),
                 "source_tokens": _sum(tf.boolean_mask(source_lengths + 1, kept)),
                 "target_tokens": _sum(tf.boolean_mask(target_lengths + 1, kept)),
-                "buckets": tf.math.bincount(buckets, minlength=num_buckets,
-                                            maxlength=num_buckets, dtype=tf.int64),
+                "buckets": tf.math.bincount(
+                    buckets, minlength=num_buckets, maxlength=num_buckets, dtype=tf.int64
+                ),
             }
 
         # All corpora once, unshuffled: counts do not depend on order.
@@ -326,16 +342,16 @@ class TranslationPipeline:
             else:
                 corpus_batches = self._tokenize_batches(corpus.to_dataset(), _REPORT_BATCH)
             batches = corpus_batches if batches is None else batches.concatenate(corpus_batches)
-        counts = (
-            batches.map(count, num_parallel_calls=tf.data.AUTOTUNE)
-            .reduce(
-                {"read": tf.constant(0, tf.int64), "empty": tf.constant(0, tf.int64),
-                 "too_long": tf.constant(0, tf.int64),
-                 "source_tokens": tf.constant(0, tf.int64),
-                 "target_tokens": tf.constant(0, tf.int64),
-                 "buckets": tf.zeros([num_buckets], tf.int64)},
-                lambda total, part: {key: total[key] + part[key] for key in total},
-            )
+        counts = batches.map(count, num_parallel_calls=tf.data.AUTOTUNE).reduce(
+            {
+                "read": tf.constant(0, tf.int64),
+                "empty": tf.constant(0, tf.int64),
+                "too_long": tf.constant(0, tf.int64),
+                "source_tokens": tf.constant(0, tf.int64),
+                "target_tokens": tf.constant(0, tf.int64),
+                "buckets": tf.zeros([num_buckets], tf.int64),
+            },
+            lambda total, part: {key: total[key] + part[key] for key in total},
         )
         counts = {key: value.numpy() for key, value in counts.items()}
         bucket_counts = tuple(int(n) for n in counts["buckets"])
@@ -381,7 +397,9 @@ class TranslationPipeline:
             if report.dropped_empty or report.dropped_too_long:
                 logger.warning(
                     "data: left out %d pairs with an empty side and %d pairs longer than "
-                    "max_length=%d", report.dropped_empty, report.dropped_too_long,
+                    "max_length=%d",
+                    report.dropped_empty,
+                    report.dropped_too_long,
                     self.max_length,
                 )
             self._report_logged = True
@@ -403,8 +421,11 @@ class TranslationPipeline:
             .unbatch()
         )
         batches = batching.token_budget_batches(
-            pairs, token_budget=self.token_budget, max_length=self.max_length,
-            num_replicas=self.num_replicas, boundaries=self.boundaries,
+            pairs,
+            token_budget=self.token_budget,
+            max_length=self.max_length,
+            num_replicas=self.num_replicas,
+            boundaries=self.boundaries,
             pad_to_bucket_boundary=self.pad_to_bucket_boundary,
         )
         batches = batches.map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
@@ -417,11 +438,21 @@ class TranslationPipeline:
         return batches.with_options(options)
 
 
-def make_dataset(corpora, vocabulary, *, token_budget: int = 4096, max_length: int = 256,
-                 seed=None, shuffle: bool = True, repeat: bool = False,
-                 strategy: tf.distribute.Strategy = None, num_replicas: int = None,
-                 shuffle_buffer: int = 100_000, cache_dir: str = None,
-                 pad_to_bucket_boundary: bool = False) -> tf.data.Dataset:
+def make_dataset(
+    corpora,
+    vocabulary,
+    *,
+    token_budget: int = 4096,
+    max_length: int = 256,
+    seed=None,
+    shuffle: bool = True,
+    repeat: bool = False,
+    strategy: tf.distribute.Strategy = None,
+    num_replicas: int = None,
+    shuffle_buffer: int = 100_000,
+    cache_dir: str = None,
+    pad_to_bucket_boundary: bool = False,
+) -> tf.data.Dataset:
     """Checks the corpora, logs what the filters leave out, and returns the batches.
 
     Args:
@@ -455,9 +486,14 @@ def make_dataset(corpora, vocabulary, *, token_budget: int = 4096, max_length: i
     if num_replicas is None:
         num_replicas = num_replicas_in_sync(strategy)
     pipeline = TranslationPipeline(
-        corpora, vocabulary, token_budget=token_budget, max_length=max_length,
-        num_replicas=num_replicas, pad_to_bucket_boundary=pad_to_bucket_boundary,
-        shuffle_buffer=shuffle_buffer, cache_dir=cache_dir,
+        corpora,
+        vocabulary,
+        token_budget=token_budget,
+        max_length=max_length,
+        num_replicas=num_replicas,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+        shuffle_buffer=shuffle_buffer,
+        cache_dir=cache_dir,
     )
     pipeline.check()
     # dataset() logs the report: pairs kept, and those left out by the filters.

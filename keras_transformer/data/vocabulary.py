@@ -37,7 +37,7 @@ import io
 import logging
 import os
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from keras_transformer.errors import UserInputError
 
@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 # The fixed ids are the model's (config.py): one definition for vocabulary, data and model.
 from keras_transformer.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID  # noqa: E402
+
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
 
 MODEL_TYPES = ("bpe", "unigram")
@@ -178,7 +179,8 @@ def train_vocabulary(
     except OSError as error:  # a file where a folder should be, or no permission
         raise UserInputError(
             f"cannot make the folder {directory!r} for the vocabulary {model_prefix!r}: "
-            f"{error.strerror}; choose another prefix") from None
+            f"{error.strerror}; choose another prefix"
+        ) from None
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
     started = time.perf_counter()
@@ -195,9 +197,14 @@ def train_vocabulary(
             max_sentence_length=max_sentence_length,
             byte_fallback=byte_fallback,
             normalization_rule_name=normalization,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            pad_piece=SPECIAL_PIECES[PAD_ID], unk_piece=SPECIAL_PIECES[UNK_ID],
-            bos_piece=SPECIAL_PIECES[BOS_ID], eos_piece=SPECIAL_PIECES[EOS_ID],
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            pad_piece=SPECIAL_PIECES[PAD_ID],
+            unk_piece=SPECIAL_PIECES[UNK_ID],
+            bos_piece=SPECIAL_PIECES[BOS_ID],
+            eos_piece=SPECIAL_PIECES[EOS_ID],
             num_threads=num_threads or os.cpu_count() or 1,
             # Large corpora need more than the default 32-bit suffix array.
             train_extremely_large_corpus=(
@@ -221,8 +228,13 @@ def train_vocabulary(
         processor = vocabulary.processor
         for piece_id in range(processor.get_piece_size()):
             file.write(f"{processor.id_to_piece(piece_id)}\t{processor.get_score(piece_id):g}\n")
-    logger.info("trained a %s vocabulary of %d pieces in %.1f s: %s.model",
-                model_type, vocabulary.size, elapsed, model_prefix)
+    logger.info(
+        "trained a %s vocabulary of %d pieces in %.1f s: %s.model",
+        model_type,
+        vocabulary.size,
+        elapsed,
+        model_prefix,
+    )
     vocabulary.training_seconds = elapsed
     return vocabulary
 
@@ -269,8 +281,10 @@ class SubwordVocabulary:
                 "train one with `keras-transformer vocab`"
             ) from None
         found = {
-            PAD_ID: self.processor.pad_id(), UNK_ID: self.processor.unk_id(),
-            BOS_ID: self.processor.bos_id(), EOS_ID: self.processor.eos_id(),
+            PAD_ID: self.processor.pad_id(),
+            UNK_ID: self.processor.unk_id(),
+            BOS_ID: self.processor.bos_id(),
+            EOS_ID: self.processor.eos_id(),
         }
         if any(expected != actual for expected, actual in found.items()):
             raise UserInputError(
@@ -302,8 +316,10 @@ class SubwordVocabulary:
             >>> same = SubwordVocabulary.from_tokenizer(vocabulary.to_tokenizer())  # doctest: +SKIP
         """
         if getattr(tokenizer, "proto", None) is None:
-            raise UserInputError(f"the tokenizer {getattr(tokenizer, 'name', tokenizer)!r} "
-                                 "holds no SentencePiece model")
+            raise UserInputError(
+                f"the tokenizer {getattr(tokenizer, 'name', tokenizer)!r} "
+                "holds no SentencePiece model"
+            )
         return cls(tokenizer.proto, path=f"the tokenizer {tokenizer.name!r}")
 
     def to_tokenizer(self, **kwargs):
@@ -439,5 +455,7 @@ def load_vocabulary(vocabulary) -> SubwordVocabulary:
         return SubwordVocabulary(vocabulary)
     if hasattr(vocabulary, "proto") and hasattr(vocabulary, "detokenize"):
         return SubwordVocabulary.from_tokenizer(vocabulary)
-    raise TypeError(f"vocabulary must be a SubwordVocabulary, a .model path or a keras-hub "
-                    f"SentencePieceTokenizer, got {type(vocabulary).__name__}")
+    raise TypeError(
+        f"vocabulary must be a SubwordVocabulary, a .model path or a keras-hub "
+        f"SentencePieceTokenizer, got {type(vocabulary).__name__}"
+    )

@@ -15,8 +15,12 @@ Each returns a `SearchResult(ids, lengths, log_probs, scores)`.
 from keras_transformer.decoding.beam_search import BeamSearch, beam_search
 from keras_transformer.decoding.ensemble import EnsembleDecoder
 from keras_transformer.decoding.greedy import decode_token_by_token, greedy_search
-from keras_transformer.decoding.incremental import (NEG_INF, IncrementalDecoder, as_decoder,
-                                                    is_hypothesis)
+from keras_transformer.decoding.incremental import (
+    NEG_INF,
+    IncrementalDecoder,
+    as_decoder,
+    is_hypothesis,
+)
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
 from keras_transformer.decoding.sampling import sample, sample_tokens

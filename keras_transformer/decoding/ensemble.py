@@ -43,7 +43,8 @@ class EnsembleDecoder:
                     raise ValueError(
                         f"ensemble model {index} has {field}={getattr(decoder, field)}, model 0 "
                         f"has {getattr(first, field)}: ensembled models must share the "
-                        "vocabulary")
+                        "vocabulary"
+                    )
         self.combine = combine
         self.vocab_size = first.vocab_size
         self.pad_id, self.bos_id, self.eos_id = first.pad_id, first.bos_id, first.eos_id
@@ -54,21 +55,25 @@ class EnsembleDecoder:
 
     @property
     def variables(self):
-        return [variable for decoder in self.decoders
-                for variable in getattr(decoder, "variables", [])]
+        return [
+            variable for decoder in self.decoders for variable in getattr(decoder, "variables", [])
+        ]
 
     def initial_state(self, source_ids, max_length):
         states = [decoder.initial_state(source_ids, max_length) for decoder in self.decoders]
         return tuple(static for static, _ in states), tuple(dynamic for _, dynamic in states)
 
     def _grow_members(self, dynamic, max_length):
-        return tuple(decoder.grow_state(model_dynamic, max_length)
-                     for decoder, model_dynamic in zip(self.decoders, dynamic))
+        return tuple(
+            decoder.grow_state(model_dynamic, max_length)
+            for decoder, model_dynamic in zip(self.decoders, dynamic)
+        )
 
     def step(self, token_ids, static, dynamic, step):
-        outputs = [decoder.step(token_ids, model_static, model_dynamic, step)
-                   for decoder, model_static, model_dynamic
-                   in zip(self.decoders, static, dynamic)]
+        outputs = [
+            decoder.step(token_ids, model_static, model_dynamic, step)
+            for decoder, model_static, model_dynamic in zip(self.decoders, static, dynamic)
+        ]
         log_probs = ops.stack([log_probs for log_probs, _ in outputs], axis=0)
         if self.combine == "log_probs":
             combined = ops.mean(log_probs, axis=0)

@@ -2,14 +2,20 @@
 
 from keras import ops
 
-from keras_transformer.decoding.incremental import (as_decoder, cache_lengths, decoding_loop,
-                                                    forbid_early_eos, forbid_tokens)
+from keras_transformer.decoding.incremental import (
+    as_decoder,
+    cache_lengths,
+    decoding_loop,
+    forbid_early_eos,
+    forbid_tokens,
+)
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.result import SearchResult
 
 
-def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50, alpha=0.0,
-                          min_length=0):
+def decode_token_by_token(
+    model, source_ids, select_tokens, max_extra_length=50, alpha=0.0, min_length=0
+):
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
     The loop is `keras.ops.while_loop`s over fixed-shape state (`decoding_loop`), so it runs
@@ -32,8 +38,9 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
     decoder = as_decoder(model)
     source_ids = ops.convert_to_tensor(source_ids, "int32")
     batch_size = ops.shape(source_ids)[0]
-    caps, buffer_length = max_output_lengths(source_ids, decoder.pad_id, max_extra_length,
-                                             decoder.max_length)
+    caps, buffer_length = max_output_lengths(
+        source_ids, decoder.pad_id, max_extra_length, decoder.max_length
+    )
     lengths = cache_lengths(decoder, buffer_length)
     static, dynamic = decoder.initial_state(source_ids, lengths[0])
     positions = ops.arange(buffer_length)
@@ -49,12 +56,15 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
         chosen = ops.where(finished, decoder.pad_id, chosen)
         token_log_probs = ops.take_along_axis(step_log_probs, chosen[:, None], axis=1)[:, 0]
         log_probs = log_probs + ops.where(finished, 0.0, token_log_probs)
-        ids = ops.where(ops.logical_and(positions[None, :] == step,
-                                        ops.logical_not(finished)[:, None]),
-                        chosen[:, None], ids)
+        ids = ops.where(
+            ops.logical_and(positions[None, :] == step, ops.logical_not(finished)[:, None]),
+            chosen[:, None],
+            ids,
+        )
         lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
-        finished = ops.logical_or(finished, ops.logical_or(chosen == decoder.eos_id,
-                                                           step + 1 >= caps))
+        finished = ops.logical_or(
+            finished, ops.logical_or(chosen == decoder.eos_id, step + 1 >= caps)
+        )
         return step + 1, chosen, ids, lengths, log_probs, finished, dynamic
 
     state = (
@@ -66,8 +76,7 @@ def decode_token_by_token(model, source_ids, select_tokens, max_extra_length=50,
         ops.zeros((batch_size,), "bool"),
         dynamic,
     )
-    _, _, ids, lengths, log_probs, _, _ = decoding_loop(decoder, not_done, one_step, state,
-                                                        lengths)
+    _, _, ids, lengths, log_probs, _, _ = decoding_loop(decoder, not_done, one_step, state, lengths)
     scores = log_probs / length_penalty(lengths, alpha)
     return SearchResult(ids[:, None, :], lengths[:, None], log_probs[:, None], scores[:, None])
 
@@ -90,8 +99,10 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=
     >>> result.ids.shape            # [batch, 1, output length]
     """
     return decode_token_by_token(
-        model, source_ids, lambda log_probs, step: ops.argmax(log_probs, axis=-1),
-        max_extra_length=max_extra_length, alpha=alpha, min_length=min_length)
-
-
-
+        model,
+        source_ids,
+        lambda log_probs, step: ops.argmax(log_probs, axis=-1),
+        max_extra_length=max_extra_length,
+        alpha=alpha,
+        min_length=min_length,
+    )

@@ -41,12 +41,21 @@ def sample_tokens(log_probs, uniform, top_k=0, temperature=1.0):
     # Round-off can leave the threshold above the last cumulative sum; stay in range, and
     # never land on a token that had no probability.
     tokens = ops.minimum(tokens, ops.shape(log_probs)[-1] - 1)
-    return ops.where(ops.take_along_axis(probs, tokens[:, None], 1)[:, 0] > 0, tokens,
-                     ops.argmax(probs, axis=-1))
+    return ops.where(
+        ops.take_along_axis(probs, tokens[:, None], 1)[:, 0] > 0, tokens, ops.argmax(probs, axis=-1)
+    )
 
 
-def sample(model, source_ids, top_k=0, temperature=1.0, max_extra_length=50, seed=None,
-           noise=None, alpha=0.0):
+def sample(
+    model,
+    source_ids,
+    top_k=0,
+    temperature=1.0,
+    max_extra_length=50,
+    seed=None,
+    noise=None,
+    alpha=0.0,
+):
     """Samples one translation per sentence.
 
     Args:
@@ -74,8 +83,9 @@ def sample(model, source_ids, top_k=0, temperature=1.0, max_extra_length=50, see
     decoder = as_decoder(model)
     source_ids = ops.convert_to_tensor(source_ids, "int32")
     if noise is None:
-        _, buffer_length = max_output_lengths(source_ids, decoder.pad_id, max_extra_length,
-                                              decoder.max_length)
+        _, buffer_length = max_output_lengths(
+            source_ids, decoder.pad_id, max_extra_length, decoder.max_length
+        )
         noise = keras.random.uniform((buffer_length, ops.shape(source_ids)[0]), seed=seed)
 
     def select(log_probs, step):

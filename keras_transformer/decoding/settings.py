@@ -6,12 +6,13 @@ request with InvalidArgument). A value outside its range is an error that names 
 the value and the range; nothing is clamped, so a request never silently gets a search other
 than the one it asked for.
 
-| setting | valid values |
-|---|---|
-| `beam_size` | an integer in [1, max_beam_size]; `max_beam_size` is the widest beam compiled into a SavedModel (no upper bound in Python) |
-| `alpha` | a finite number in [0, 10]: the early exit of beam search needs alpha >= 0, and lp = ((5 + |Y|) / 6) ** alpha stays finite in float32 for outputs up to 40000 tokens |
-| `max_extra_length` | an integer in [0, 65536]: the output cap is min(source length + this, the model's max_length), so larger values change nothing but could overflow int32 |
-| `num_hypotheses` | an integer in [1, beam_size] |
+- `beam_size`: an integer in [1, max_beam_size]; `max_beam_size` is the widest beam
+  compiled into a SavedModel (no upper bound in Python).
+- `alpha`: a finite number in [0, 10]: the early exit of beam search needs alpha >= 0, and
+  lp = ((5 + |Y|) / 6) ** alpha stays finite in float32 for outputs up to 40000 tokens.
+- `max_extra_length`: an integer in [0, 65536]: the output cap is min(source length + this,
+  the model's max_length), so larger values change nothing but could overflow int32.
+- `num_hypotheses`: an integer in [1, beam_size].
 
 Backend-neutral (plain Python); the SavedModel's graph checks in
 `keras_transformer/export/signatures.py` build their messages from `MESSAGE` and `RANGES`.
@@ -55,8 +56,14 @@ def _is_integer(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_decoding_settings(beam_size=None, alpha=None, max_extra_length=None,
-                            num_hypotheses=None, max_beam_size=None, labels=None):
+def check_decoding_settings(
+    beam_size=None,
+    alpha=None,
+    max_extra_length=None,
+    num_hypotheses=None,
+    max_beam_size=None,
+    labels=None,
+):
     """Raises `UserInputError` for the first setting outside its range (see the table above).
 
     Args:
@@ -73,8 +80,12 @@ def check_decoding_settings(beam_size=None, alpha=None, max_extra_length=None,
     keras_transformer.errors.UserInputError: beam_size=0 is out of range: it must be an integer in [1, inf]
     """
     labels = labels or {}
-    values = {"beam_size": beam_size, "alpha": alpha, "max_extra_length": max_extra_length,
-              "num_hypotheses": num_hypotheses}
+    values = {
+        "beam_size": beam_size,
+        "alpha": alpha,
+        "max_extra_length": max_extra_length,
+        "num_hypotheses": num_hypotheses,
+    }
     bounds = ranges(max_beam_size, beam_size if _is_integer(beam_size) else None)
     for name, value in values.items():
         if value is None:
@@ -85,8 +96,13 @@ def check_decoding_settings(beam_size=None, alpha=None, max_extra_length=None,
         if kind == "an integer":
             valid = _is_integer(value) and low <= value <= (math.inf if high == "inf" else high)
         else:
-            valid = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                     and math.isfinite(value) and low <= value <= high)
+            valid = (
+                isinstance(value, numbers.Real)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and low <= value <= high
+            )
         if not valid:
-            raise UserInputError(out_of_range_message(name, value, kind, low, high,
-                                                      labels.get(name)))
+            raise UserInputError(
+                out_of_range_message(name, value, kind, low, high, labels.get(name))
+            )

@@ -1,14 +1,18 @@
 """SavedModel export for TensorFlow Serving (TensorFlow-only).
 
-    saved_model.py  export_saved_model: BASE/NAME/VERSION/, atomic, never overwrites
-    signatures.py   the graph functions: tokenize, beam search, detokenize; the settings'
-                    range asserts (decoding/settings.py's rule) and the text-only `translate`
-    graph_ops.py    which ops an export uses; fail on any stock TF Serving lacks
+saved_model.py  export_saved_model: BASE/NAME/VERSION/, atomic, never overwrites
+signatures.py   the graph functions: tokenize, beam search, detokenize; the settings'
+                range asserts (decoding/settings.py's rule) and the text-only `translate`
+graph_ops.py    which ops an export uses; fail on any stock TF Serving lacks
 """
 
 from keras_transformer.export.graph_ops import check_serving_ops, saved_model_ops
-from keras_transformer.export.saved_model import (existing_versions, export_saved_model,
-                                                  next_version)
+from keras_transformer.export.saved_model import existing_versions, export_saved_model, next_version
 
-__all__ = ["check_serving_ops", "existing_versions", "export_saved_model", "next_version",
-           "saved_model_ops"]
+__all__ = [
+    "check_serving_ops",
+    "existing_versions",
+    "export_saved_model",
+    "next_version",
+    "saved_model_ops",
+]

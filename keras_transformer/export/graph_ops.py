@@ -13,15 +13,17 @@ import sys
 from keras_transformer.errors import UserInputError
 
 # The tensorflow-text ops that stock TF Serving links (SentencePiece, since TF Serving 2.2).
-TF_TEXT_SERVING_OPS = frozenset({
-    "SentencepieceOp",
-    "SentencepieceTokenizeOp",
-    "SentencepieceTokenizeWithOffsetsOp",
-    "SentencepieceDetokenizeOp",
-    "SentencepieceIdToStringOp",
-    "SentencepieceStringToIdOp",
-    "SentencepieceVocabSizeOp",
-})
+TF_TEXT_SERVING_OPS = frozenset(
+    {
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp",
+        "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp",
+        "SentencepieceStringToIdOp",
+        "SentencepieceVocabSizeOp",
+    }
+)
 
 # Core ops that call back into Python: they exist in the core registry, but the server has no
 # Python to run them.
@@ -46,9 +48,13 @@ def core_tensorflow_ops():
     """Op names registered by TensorFlow alone, read in a fresh interpreter that imports
     nothing but tensorflow (this process may have loaded tensorflow-text's ops)."""
     code = "import tensorflow as tf; print('\\n'.join(dir(tf.raw_ops)))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, env={"TF_CPP_MIN_LOG_LEVEL": "3",
-                                             **_inherited_environment()})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", **_inherited_environment()},
+    )
     return frozenset(line for line in result.stdout.split() if line[:1].isupper())
 
 

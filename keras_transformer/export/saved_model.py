@@ -56,9 +56,17 @@ def next_version(model_dir):
     return versions[-1] + 1 if versions else 1
 
 
-def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_models",
-                       max_beam_size=DEFAULT_MAX_BEAM_SIZE, beam_size=DEFAULT_BEAM_SIZE,
-                       alpha=DEFAULT_ALPHA, max_extra_length=DEFAULT_MAX_EXTRA_LENGTH):
+def export_saved_model(
+    model,
+    vocabulary,
+    name,
+    version=None,
+    base_dir="saved_models",
+    max_beam_size=DEFAULT_MAX_BEAM_SIZE,
+    beam_size=DEFAULT_BEAM_SIZE,
+    alpha=DEFAULT_ALPHA,
+    max_extra_length=DEFAULT_MAX_EXTRA_LENGTH,
+):
     """Writes `base_dir/name/version/` and returns its path.
 
     Args:
@@ -97,12 +105,17 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
         )
     if not (isinstance(max_beam_size, int) and max_beam_size >= 1):
         raise UserInputError(f"max_beam_size={max_beam_size!r} must be an integer >= 1")
-    check_decoding_settings(beam_size=beam_size, alpha=alpha,
-                            max_extra_length=max_extra_length, max_beam_size=max_beam_size)
+    check_decoding_settings(
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+        max_beam_size=max_beam_size,
+    )
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
         raise UserInputError(
             f"model name {name!r} must be letters, digits, '-', '_' or '.' (a directory name "
-            "that TF Serving's --model_name can use)")
+            "that TF Serving's --model_name can use)"
+        )
     model_dir = pathlib.Path(base_dir) / name
     if version is None:
         version = next_version(model_dir)
@@ -112,15 +125,21 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
     if final_dir.exists():
         raise UserInputError(
             f"{final_dir} already exists and exports never overwrite a version; pass another "
-            f"--version or leave it out to take the next one ({next_version(model_dir)})")
+            f"--version or leave it out to take the next one ({next_version(model_dir)})"
+        )
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserInputError(f"cannot create {model_dir}: {error.strerror}") from None
 
-    functions = ServingFunctions(model, vocabulary, max_beam_size=max_beam_size,
-                                 beam_size=beam_size, alpha=alpha,
-                                 max_extra_length=max_extra_length)
+    functions = ServingFunctions(
+        model,
+        vocabulary,
+        max_beam_size=max_beam_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+    )
     staging_dir = model_dir / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
     try:
         archive = keras.export.ExportArchive()
@@ -129,22 +148,37 @@ def export_saved_model(model, vocabulary, name, version=None, base_dir="saved_mo
         # The text signatures call translate_ids and translate calls serving_default: one
         # copy of the search in the graph (TF2 callers: concrete functions ignore the
         # SignatureDef's defaults, so the text-only endpoint passes them).
-        translate_ids = archive.add_endpoint("translate_ids", functions.translate_ids,
-                                             input_signature=functions.ids_signature())
-        serving_default = archive.add_endpoint("serving_default",
-                                               functions.translate_text(translate_ids),
-                                               input_signature=functions.text_signature())
-        archive.add_endpoint("translate", functions.text_only(serving_default),
-                             input_signature=functions.text_signature()[:1])
+        translate_ids = archive.add_endpoint(
+            "translate_ids", functions.translate_ids, input_signature=functions.ids_signature()
+        )
+        serving_default = archive.add_endpoint(
+            "serving_default",
+            functions.translate_text(translate_ids),
+            input_signature=functions.text_signature(),
+        )
+        archive.add_endpoint(
+            "translate",
+            functions.text_only(serving_default),
+            input_signature=functions.text_signature()[:1],
+        )
         archive.write_out(str(staging_dir), verbose=False)
         extra = staging_dir / "assets.extra"
         extra.mkdir(exist_ok=True)
-        (extra / "keras_transformer.json").write_text(json.dumps({
-            "model_config": model.config.to_dict(),
-            "max_beam_size": max_beam_size,
-            "defaults": {"beam_size": beam_size, "alpha": alpha,
-                         "max_extra_length": max_extra_length, "num_hypotheses": 1},
-        }, indent=2))
+        (extra / "keras_transformer.json").write_text(
+            json.dumps(
+                {
+                    "model_config": model.config.to_dict(),
+                    "max_beam_size": max_beam_size,
+                    "defaults": {
+                        "beam_size": beam_size,
+                        "alpha": alpha,
+                        "max_extra_length": max_extra_length,
+                        "num_hypotheses": 1,
+                    },
+                },
+                indent=2,
+            )
+        )
         # Atomic on one filesystem: TF Serving sees the version complete or not at all.
         os.rename(staging_dir, final_dir)
     finally:

@@ -22,27 +22,33 @@ class ServingFunctions:
         self.model = model
         self.config = model.config
         self.max_beam_size = max_beam_size
-        self.defaults = dict(beam_size=tf.constant(beam_size, tf.int32),
-                             alpha=tf.constant(alpha, tf.float32),
-                             max_extra_length=tf.constant(max_extra_length, tf.int32),
-                             num_hypotheses=tf.constant(1, tf.int32))
+        self.defaults = dict(
+            beam_size=tf.constant(beam_size, tf.int32),
+            alpha=tf.constant(alpha, tf.float32),
+            max_extra_length=tf.constant(max_extra_length, tf.int32),
+            num_hypotheses=tf.constant(1, tf.int32),
+        )
         # A tf.Module whose SentencePiece resource the archive tracks and saves.
         self.tokenizer = vocabulary.make_tokenizer()
 
     # -- signatures ---------------------------------------------------------------------------
 
     def _settings_signature(self):
-        return [tf.TensorSpec([], tf.int32, name="beam_size"),
-                tf.TensorSpec([], tf.float32, name="alpha"),
-                tf.TensorSpec([], tf.int32, name="max_extra_length"),
-                tf.TensorSpec([], tf.int32, name="num_hypotheses")]
+        return [
+            tf.TensorSpec([], tf.int32, name="beam_size"),
+            tf.TensorSpec([], tf.float32, name="alpha"),
+            tf.TensorSpec([], tf.int32, name="max_extra_length"),
+            tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+        ]
 
     def text_signature(self):
         return [tf.TensorSpec([None], tf.string, name="text"), *self._settings_signature()]
 
     def ids_signature(self):
-        return [tf.TensorSpec([None, None], tf.int32, name="source_ids"),
-                *self._settings_signature()]
+        return [
+            tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+            *self._settings_signature(),
+        ]
 
     def translate_text(self, translate_ids):
         """`serving_default`: text in, text out, through `translate_ids` (the endpoint's
@@ -50,11 +56,16 @@ class ServingFunctions:
         time, is traced and stored once rather than once per signature."""
         d = self.defaults
 
-        def translate_text(text, beam_size=d["beam_size"], alpha=d["alpha"],
-                           max_extra_length=d["max_extra_length"],
-                           num_hypotheses=d["num_hypotheses"]):
-            return self._translate_text(translate_ids, text, beam_size, alpha,
-                                        max_extra_length, num_hypotheses)
+        def translate_text(
+            text,
+            beam_size=d["beam_size"],
+            alpha=d["alpha"],
+            max_extra_length=d["max_extra_length"],
+            num_hypotheses=d["num_hypotheses"],
+        ):
+            return self._translate_text(
+                translate_ids, text, beam_size, alpha, max_extra_length, num_hypotheses
+            )
 
         return translate_text
 
@@ -62,17 +73,23 @@ class ServingFunctions:
     def translate_ids(self):
         d = self.defaults
 
-        def translate_ids(source_ids, beam_size=d["beam_size"], alpha=d["alpha"],
-                          max_extra_length=d["max_extra_length"],
-                          num_hypotheses=d["num_hypotheses"]):
-            ids, lengths, scores = self._search(source_ids, beam_size, alpha,
-                                                max_extra_length, num_hypotheses)
+        def translate_ids(
+            source_ids,
+            beam_size=d["beam_size"],
+            alpha=d["alpha"],
+            max_extra_length=d["max_extra_length"],
+            num_hypotheses=d["num_hypotheses"],
+        ):
+            ids, lengths, scores = self._search(
+                source_ids, beam_size, alpha, max_extra_length, num_hypotheses
+            )
             return {"output_ids": ids, "output_lengths": lengths, "scores": scores}
 
         return translate_ids
 
     def text_only(self, serving_default):
         """`translate(text)`: `serving_default` with the export's default settings."""
+
         def translate(text):
             return serving_default(text, **self.defaults)
 
@@ -86,7 +103,7 @@ class ServingFunctions:
         Sources longer than the model's `max_length` are truncated (keeping room for eos),
         as `translate()` does.
         """
-        pieces = self.tokenizer.tokenize(text)[:, :self.config.max_length - 1]
+        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return with_eos.to_tensor(default_value=self.config.pad_id)
@@ -97,21 +114,27 @@ class ServingFunctions:
         flat = tf.reshape(ids, [tf.reduce_prod(shape[:-1]), shape[-1]])  # no -1: rows may be 0
         flat = tf.where(flat == self.config.eos_id, self.config.pad_id, flat)
         text = self.tokenizer.detokenize(
-            tf.RaggedTensor.from_tensor(flat, padding=self.config.pad_id))
+            tf.RaggedTensor.from_tensor(flat, padding=self.config.pad_id)
+        )
         return tf.reshape(text, shape[:-1])
 
     def check_settings(self, beam_size, alpha, max_extra_length, num_hypotheses):
         """The settings, after asserts of `check_decoding_settings`' ranges: a request outside
         them fails with InvalidArgument and the same message as `translate()`'s error."""
-        values = {"beam_size": beam_size, "alpha": alpha, "max_extra_length": max_extra_length,
-                  "num_hypotheses": num_hypotheses}
+        values = {
+            "beam_size": beam_size,
+            "alpha": alpha,
+            "max_extra_length": max_extra_length,
+            "num_hypotheses": num_hypotheses,
+        }
         bounds = ranges(self.max_beam_size, beam_size)
         checks = []
         for name, value in values.items():
             kind, low, high = bounds[name]
             dynamic = tf.is_tensor(high)
-            template = MESSAGE.format(name=name, value="{}", kind=kind, low=low,
-                                      high="{}" if dynamic else high)
+            template = MESSAGE.format(
+                name=name, value="{}", kind=kind, low=low, high="{}" if dynamic else high
+            )
             valid = tf.logical_and(value >= low, value <= high)
             if value.dtype.is_floating:
                 valid = tf.logical_and(valid, tf.math.is_finite(value))  # as the Python rule
@@ -123,42 +146,53 @@ class ServingFunctions:
     def _search(self, source_ids, beam_size, alpha, max_extra_length, num_hypotheses):
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         beam_size, alpha, max_extra_length, num_hypotheses = self.check_settings(
-            beam_size, alpha, max_extra_length, num_hypotheses)
+            beam_size, alpha, max_extra_length, num_hypotheses
+        )
 
         def run(width):
-            result = BeamSearch(beam_size=width, alpha=alpha, max_extra_length=max_extra_length,
-                                num_hypotheses=width)(self.model, source_ids)
+            result = BeamSearch(
+                beam_size=width,
+                alpha=alpha,
+                max_extra_length=max_extra_length,
+                num_hypotheses=width,
+            )(self.model, source_ids)
             # Pad the hypothesis axis to the widest beam: every branch has one shape.
             missing = self.max_beam_size - width
-            ids = tf.pad(result.ids, [[0, 0], [0, missing], [0, 0]],
-                         constant_values=self.config.pad_id)
+            ids = tf.pad(
+                result.ids, [[0, 0], [0, missing], [0, 0]], constant_values=self.config.pad_id
+            )
             lengths = tf.pad(result.lengths, [[0, 0], [0, missing]])
             scores = tf.pad(result.scores, [[0, 0], [0, missing]], constant_values=-1e9)
             return ids, lengths, scores
 
         def empty():
-            return (tf.zeros([0, self.max_beam_size, 0], tf.int32),
-                    tf.zeros([0, self.max_beam_size], tf.int32),
-                    tf.zeros([0, self.max_beam_size], tf.float32))
+            return (
+                tf.zeros([0, self.max_beam_size, 0], tf.int32),
+                tf.zeros([0, self.max_beam_size], tf.int32),
+                tf.zeros([0, self.max_beam_size], tf.float32),
+            )
 
         # Beam width is a shape: one compiled search per width, picked per request.
         branches = [functools.partial(run, width) for width in range(1, self.max_beam_size + 1)]
         ids, lengths, scores = tf.cond(
-            tf.shape(source_ids)[0] > 0,
-            lambda: tf.switch_case(beam_size - 1, branches),
-            empty)
+            tf.shape(source_ids)[0] > 0, lambda: tf.switch_case(beam_size - 1, branches), empty
+        )
         return ids[:, :num_hypotheses], lengths[:, :num_hypotheses], scores[:, :num_hypotheses]
 
-    def _translate_text(self, translate_ids, text, beam_size, alpha, max_extra_length,
-                        num_hypotheses):
+    def _translate_text(
+        self, translate_ids, text, beam_size, alpha, max_extra_length, num_hypotheses
+    ):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        found = translate_ids(self.encode(text), beam_size, alpha, max_extra_length,
-                              num_hypotheses)
+        found = translate_ids(self.encode(text), beam_size, alpha, max_extra_length, num_hypotheses)
         ids, scores = found["output_ids"], found["scores"]
         translations = self.decode(ids)
         # Empty or blank input translates to empty output, as translate() does.
         blank = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
         translations = tf.where(blank[:, None], tf.constant(""), translations)
         scores = tf.where(blank[:, None], 0.0, scores)
-        return {"translation": translations[:, 0], "score": scores[:, 0],
-                "nbest_translations": translations, "nbest_scores": scores}
+        return {
+            "translation": translations[:, 0],
+            "score": scores[:, 0],
+            "nbest_translations": translations,
+            "nbest_scores": scores,
+        }

@@ -45,29 +45,50 @@ class TransformerDecoderLayer(keras.layers.Layer):
     (2, 3, 32)
     """
 
-    def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1, attention_dropout=0.0,
-                 relu_dropout=0.0, norm_position="post", layer_norm_epsilon=1e-6, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        norm_position="post",
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.layer_args = dict(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
-                               d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout,
-                               relu_dropout=relu_dropout, norm_position=norm_position,
-                               layer_norm_epsilon=layer_norm_epsilon)
+        self.layer_args = dict(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            norm_position=norm_position,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
         policy = self.dtype_policy
 
         def residual(name):
-            return ResidualConnection(dropout, norm_position, layer_norm_epsilon, dtype=policy,
-                                      name=name)
+            return ResidualConnection(
+                dropout, norm_position, layer_norm_epsilon, dtype=policy, name=name
+            )
 
         def attention(name):
-            return MultiHeadAttention(num_heads, key_dim, value_dim, dropout=attention_dropout,
-                                      dtype=policy, name=name)
+            return MultiHeadAttention(
+                num_heads, key_dim, value_dim, dropout=attention_dropout, dtype=policy, name=name
+            )
 
         self.self_attention = attention("self_attention")
         self.self_attention_residual = residual("self_attention_residual")
         self.cross_attention = attention("cross_attention")
         self.cross_attention_residual = residual("cross_attention_residual")
-        self.feed_forward = PositionwiseFeedForward(d_ff, relu_dropout=relu_dropout,
-                                                    dtype=policy, name="feed_forward")
+        self.feed_forward = PositionwiseFeedForward(
+            d_ff, relu_dropout=relu_dropout, dtype=policy, name="feed_forward"
+        )
         self.feed_forward_residual = residual("feed_forward_residual")
 
     def build(self, x_shape, memory_shape=None):
@@ -75,26 +96,42 @@ class TransformerDecoderLayer(keras.layers.Layer):
         self.self_attention.build(x_shape)
         self.cross_attention.build(x_shape, memory_shape)
         self.feed_forward.build(x_shape)
-        for layer in (self.self_attention_residual, self.cross_attention_residual,
-                      self.feed_forward_residual):
+        for layer in (
+            self.self_attention_residual,
+            self.cross_attention_residual,
+            self.feed_forward_residual,
+        ):
             layer.build(x_shape)
 
-    def call(self, x, memory=None, self_attention_mask=None, memory_mask=None,
-             self_attention_cache=None, cross_attention_cache=None, cache_update_index=None,
-             training=None):
+    def call(
+        self,
+        x,
+        memory=None,
+        self_attention_mask=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
         residual = self.self_attention_residual
         h = residual.normalize_input(x)
-        attended = self.self_attention(h, attention_mask=self_attention_mask,
-                                       cache=self_attention_cache,
-                                       cache_update_index=cache_update_index, training=training)
+        attended = self.self_attention(
+            h,
+            attention_mask=self_attention_mask,
+            cache=self_attention_cache,
+            cache_update_index=cache_update_index,
+            training=training,
+        )
         if self_attention_cache is not None:
             attended, self_attention_cache = attended
         x = residual(x, attended, training=training)
 
         residual = self.cross_attention_residual
         h = residual.normalize_input(x)
-        attended = self.cross_attention(h, memory, attention_mask=memory_mask,
-                                        cache=cross_attention_cache, training=training)
+        attended = self.cross_attention(
+            h, memory, attention_mask=memory_mask, cache=cross_attention_cache, training=training
+        )
         if cross_attention_cache is not None:
             attended, cross_attention_cache = attended
         x = residual(x, attended, training=training)
@@ -178,19 +215,31 @@ class TransformerDecoder(TransformerStack):
         """Encoder-decoder attention weights of one layer (0-based, default: the last),
         `[batch, heads, target_length, source_length]`, dropout off."""
         x, self_mask, layer = self._layer_input(embedded, memory, memory_mask, layer_index)
-        return layer.cross_attention_weights(x, memory, self_attention_mask=self_mask,
-                                             memory_mask=memory_mask)
+        return layer.cross_attention_weights(
+            x, memory, self_attention_mask=self_mask, memory_mask=memory_mask
+        )
 
     def init_cache(self, memory, max_length):
         """Per-layer caches for decoding up to `max_length` tokens against `memory`: empty
         self-attention slots, and encoder-decoder keys/values projected once."""
         batch_size = ops.shape(memory)[0]
-        return [(layer.self_attention.init_cache(batch_size, max_length),
-                 layer.cross_attention.compute_cache(memory))
-                for layer in self.transformer_layers]
+        return [
+            (
+                layer.self_attention.init_cache(batch_size, max_length),
+                layer.cross_attention.compute_cache(memory),
+            )
+            for layer in self.transformer_layers
+        ]
 
-    def call(self, embedded, memory=None, memory_mask=None, cache=None, cache_update_index=None,
-             training=None):
+    def call(
+        self,
+        embedded,
+        memory=None,
+        memory_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
         start = 0 if cache_update_index is None else cache_update_index
         x = self.positional_layer(embedded, start_index=start)
         x = self.embedding_dropout(x, training=training)
@@ -202,13 +251,24 @@ class TransformerDecoder(TransformerStack):
         new_cache = []
         for i, layer in enumerate(self.transformer_layers):
             if cache is None:
-                x = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
-                          training=training)
+                x = layer(
+                    x,
+                    memory,
+                    self_attention_mask=self_mask,
+                    memory_mask=memory_mask,
+                    training=training,
+                )
             else:
                 x, self_cache, cross_cache = layer(
-                    x, memory, self_attention_mask=self_mask, memory_mask=memory_mask,
-                    self_attention_cache=cache[i][0], cross_attention_cache=cache[i][1],
-                    cache_update_index=start, training=training)
+                    x,
+                    memory,
+                    self_attention_mask=self_mask,
+                    memory_mask=memory_mask,
+                    self_attention_cache=cache[i][0],
+                    cross_attention_cache=cache[i][1],
+                    cache_update_index=start,
+                    training=training,
+                )
                 new_cache.append((self_cache, cross_cache))
         x = self.finish(x)
         return x if cache is None else (x, new_cache)

@@ -29,10 +29,15 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if (not training or self.rate == 0 or self.noise_shape is not None
-                or keras.backend.standardize_dtype(inputs.dtype) in ("float32", "float64")):
+        if (
+            not training
+            or self.rate == 0
+            or self.noise_shape is not None
+            or keras.backend.standardize_dtype(inputs.dtype) in ("float32", "float64")
+        ):
             return super().call(inputs, training=training)
-        uniforms = keras.random.uniform(ops.shape(inputs), dtype="float32",
-                                        seed=self.seed_generator)
+        uniforms = keras.random.uniform(
+            ops.shape(inputs), dtype="float32", seed=self.seed_generator
+        )
         keep = ops.cast(uniforms >= self.rate, inputs.dtype)
         return inputs * (keep * ops.cast(1.0 / (1.0 - self.rate), inputs.dtype))

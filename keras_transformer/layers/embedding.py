@@ -36,7 +36,7 @@ class SharedEmbedding(keras.layers.Layer):
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
             shape=(self.vocab_size, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
             name="embeddings",
         )
 
@@ -58,5 +58,9 @@ class SharedEmbedding(keras.layers.Layer):
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size,
-                "d_model": self.d_model, "scale": self.scale}
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "scale": self.scale,
+        }

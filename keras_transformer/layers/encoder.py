@@ -37,8 +37,19 @@ class TransformerEncoderLayer(keras.layers.Layer):
     (2, 5, 32)
     """
 
-    def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1, attention_dropout=0.0,
-                 relu_dropout=0.0, norm_position="post", layer_norm_epsilon=1e-6, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        norm_position="post",
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -50,17 +61,23 @@ class TransformerEncoderLayer(keras.layers.Layer):
         self.norm_position = norm_position
         self.layer_norm_epsilon = layer_norm_epsilon
         policy = self.dtype_policy
-        self.self_attention = MultiHeadAttention(num_heads, key_dim, value_dim,
-                                                 dropout=attention_dropout, dtype=policy,
-                                                 name="self_attention")
+        self.self_attention = MultiHeadAttention(
+            num_heads,
+            key_dim,
+            value_dim,
+            dropout=attention_dropout,
+            dtype=policy,
+            name="self_attention",
+        )
         self.self_attention_residual = ResidualConnection(
-            dropout, norm_position, layer_norm_epsilon, dtype=policy,
-            name="self_attention_residual")
-        self.feed_forward = PositionwiseFeedForward(d_ff, relu_dropout=relu_dropout,
-                                                    dtype=policy, name="feed_forward")
+            dropout, norm_position, layer_norm_epsilon, dtype=policy, name="self_attention_residual"
+        )
+        self.feed_forward = PositionwiseFeedForward(
+            d_ff, relu_dropout=relu_dropout, dtype=policy, name="feed_forward"
+        )
         self.feed_forward_residual = ResidualConnection(
-            dropout, norm_position, layer_norm_epsilon, dtype=policy,
-            name="feed_forward_residual")
+            dropout, norm_position, layer_norm_epsilon, dtype=policy, name="feed_forward_residual"
+        )
 
     def build(self, x_shape):
         for layer in (self.self_attention, self.feed_forward):
@@ -71,8 +88,11 @@ class TransformerEncoderLayer(keras.layers.Layer):
     def call(self, x, attention_mask=None, training=None):
         residual = self.self_attention_residual
         h = residual.normalize_input(x)
-        x = residual(x, self.self_attention(h, attention_mask=attention_mask, training=training),
-                     training=training)
+        x = residual(
+            x,
+            self.self_attention(h, attention_mask=attention_mask, training=training),
+            training=training,
+        )
         residual = self.feed_forward_residual
         h = residual.normalize_input(x)
         return residual(x, self.feed_forward(h, training=training), training=training)
@@ -88,11 +108,18 @@ class TransformerEncoderLayer(keras.layers.Layer):
         return x_shape
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
-                "value_dim": self.value_dim, "d_ff": self.d_ff, "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "relu_dropout": self.relu_dropout, "norm_position": self.norm_position,
-                "layer_norm_epsilon": self.layer_norm_epsilon}
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "d_ff": self.d_ff,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "relu_dropout": self.relu_dropout,
+            "norm_position": self.norm_position,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -135,7 +162,8 @@ class TransformerEncoder(TransformerStack):
         for layer in self.transformer_layers[:layer_index]:
             x = layer(x, attention_mask=attention_mask)
         return self.transformer_layers[layer_index].self_attention_weights(
-            x, attention_mask=attention_mask)
+            x, attention_mask=attention_mask
+        )
 
     def compute_output_shape(self, embedded_shape):
         return embedded_shape

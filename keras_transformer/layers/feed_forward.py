@@ -21,8 +21,15 @@ class PositionwiseFeedForward(keras.layers.Layer):
     (2, 10, 512)
     """
 
-    def __init__(self, d_ff, output_dim=None, relu_dropout=0.0, activation="relu",
-                 kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        d_ff,
+        output_dim=None,
+        relu_dropout=0.0,
+        activation="relu",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.d_ff = d_ff
         self.output_dim = output_dim
@@ -30,15 +37,22 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.activation = activation
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.inner_dense = keras.layers.Dense(
-            d_ff, activation=activation, kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy, name="inner")
+            d_ff,
+            activation=activation,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="inner",
+        )
         self.relu_dropout_layer = Dropout(relu_dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.inner_dense.build(input_shape)
         self.output_dense = keras.layers.Dense(
-            self.output_dim or input_shape[-1], kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy, name="output")
+            self.output_dim or input_shape[-1],
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="output",
+        )
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
 
     def call(self, x, training=None):

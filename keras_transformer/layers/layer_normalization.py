@@ -34,15 +34,19 @@ class LayerNormalization(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs, training=None):
-        if (not training or keras.backend.backend() not in ("tensorflow", "jax")
-                or self.rms_scaling
-                or not (self.center and self.scale)
-                or list(self.axis) not in ([len(inputs.shape) - 1], [-1])):
+        if (
+            not training
+            or keras.backend.backend() not in ("tensorflow", "jax")
+            or self.rms_scaling
+            or not (self.center and self.scale)
+            or list(self.axis) not in ([len(inputs.shape) - 1], [-1])
+        ):
             return super().call(inputs)
         # Float32 values, not the variables: TensorFlow's custom gradient would otherwise ask
         # the gradient function for the variables' gradients separately.
-        return _layer_norm(inputs, ops.cast(self.gamma, "float32"),
-                           ops.cast(self.beta, "float32"), self.epsilon)
+        return _layer_norm(
+            inputs, ops.cast(self.gamma, "float32"), ops.cast(self.beta, "float32"), self.epsilon
+        )
 
 
 def _layer_norm(x, gamma, beta, epsilon):
@@ -61,8 +65,11 @@ def _layer_norm(x, gamma, beta, epsilon):
         def backward(*args, upstream=None):
             dy = ops.cast(args[0] if upstream is None else upstream, "float32")
             g = dy * gamma
-            dx = inv * (g - ops.mean(g, axis=-1, keepdims=True)
-                        - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True))
+            dx = inv * (
+                g
+                - ops.mean(g, axis=-1, keepdims=True)
+                - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True)
+            )
             rows_dy = ops.reshape(dy, (-1, width))
             d_gamma = ops.sum(ops.reshape(dy * x_hat, (-1, width)), axis=0)
             return ops.cast(dx, dtype), d_gamma, ops.sum(rows_dy, axis=0)

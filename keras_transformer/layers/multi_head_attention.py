@@ -28,13 +28,13 @@ def _write_cache(cache, update, index):
     head_index = ops.tile(ops.arange(num_heads, dtype="int32"), [batch_size])
     step_index = ops.zeros_like(batch_index) + ops.cast(index, "int32")
     indices = ops.stack([batch_index, head_index, step_index], axis=1)
-    return ops.scatter_update(cache, indices,
-                              ops.reshape(update, (-1, ops.shape(update)[-1])))
+    return ops.scatter_update(cache, indices, ops.reshape(update, (-1, ops.shape(update)[-1])))
 
 
 def grow_cache(cache, max_length):
     """A self-attention cache `(keys, values)` lengthened to `max_length` slots (empty slots
     appended): decoding grows its caches as the output grows (see `decoding.incremental`)."""
+
     def grow(tensor):
         batch_size, num_heads, length, dim = ops.shape(tensor)
         empty = ops.zeros((batch_size, num_heads, max_length - length, dim), tensor.dtype)
@@ -50,8 +50,7 @@ def _attend_heads_first(queries, keys, values, mask):
     `keras.ops.dot_product_attention` takes `[batch, length, heads, dim]` and would transpose
     (copy) every cache at every step, a cost that grows with the output length.
     """
-    queries = _heads_first(queries) * ops.cast(1.0 / math.sqrt(queries.shape[-1]),
-                                                queries.dtype)
+    queries = _heads_first(queries) * ops.cast(1.0 / math.sqrt(queries.shape[-1]), queries.dtype)
     logits = ops.einsum("bnth,bnsh->bnts", queries, keys)
     if mask is not None:
         logits = ops.where(mask, logits, ops.cast(-1e9, logits.dtype))
@@ -106,8 +105,17 @@ class MultiHeadAttention(keras.layers.Layer):
     (2, 10, 512)
     """
 
-    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0,
-                 use_bias=True, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -119,16 +127,20 @@ class MultiHeadAttention(keras.layers.Layer):
 
         def dense(units, name):
             return keras.layers.Dense(
-                units, use_bias=use_bias, kernel_initializer=self.kernel_initializer,
-                dtype=self.dtype_policy, name=name,
+                units,
+                use_bias=use_bias,
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=name,
             )
 
         self.query_dense = dense(num_heads * key_dim, "query")
         self.key_dense = dense(num_heads * key_dim, "key")
         self.value_dense = dense(num_heads * self.value_dim, "value")
         self._output_dense_factory = dense
-        self.attention = ScaledDotProductAttention(dropout, dtype=self.dtype_policy,
-                                                   name="attention")
+        self.attention = ScaledDotProductAttention(
+            dropout, dtype=self.dtype_policy, name="attention"
+        )
 
     def build(self, query_shape, value_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
@@ -145,8 +157,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _keys_values(self, value):
         """Projects `value` into keys and values `[batch, length, heads, dim]`."""
-        return (self._split_heads(self.key_dense(value), self.key_dim),
-                self._split_heads(self.value_dense(value), self.value_dim))
+        return (
+            self._split_heads(self.key_dense(value), self.key_dim),
+            self._split_heads(self.value_dense(value), self.value_dim),
+        )
 
     def compute_cache(self, value):
         """The encoder-decoder cache of `value`: `(keys, values)`, heads first."""
@@ -156,8 +170,10 @@ class MultiHeadAttention(keras.layers.Layer):
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for `max_length` decoding steps."""
         dtype = dtype or self.compute_dtype
-        return (ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype),
-                ops.zeros((batch_size, self.num_heads, max_length, self.value_dim), dtype))
+        return (
+            ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype),
+            ops.zeros((batch_size, self.num_heads, max_length, self.value_dim), dtype),
+        )
 
     def attention_weights(self, query, value=None, attention_mask=None):
         """softmax(Q K^T / sqrt(d_k)) per head, `[batch, heads, target_length, source_length]`:
@@ -165,25 +181,33 @@ class MultiHeadAttention(keras.layers.Layer):
         value = query if value is None else value
         queries = self._split_heads(self.query_dense(query), self.key_dim)
         keys, _ = self._keys_values(value)
-        logits = ops.einsum("btnh,bsnh->bnts", queries, keys) / (self.key_dim ** 0.5)
+        logits = ops.einsum("btnh,bsnh->bnts", queries, keys) / (self.key_dim**0.5)
         if attention_mask is not None:
             logits = ops.where(ops.expand_dims(attention_mask, 1), logits, -1e9)
         return ops.softmax(ops.cast(logits, "float32"), axis=-1)
 
-    def call(self, query, value=None, attention_mask=None, cache=None,
-             cache_update_index=None, training=None):
+    def call(
+        self,
+        query,
+        value=None,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
         value = query if value is None else value
         queries = self._split_heads(self.query_dense(query), self.key_dim)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         if cache is None:
             keys, values = self._keys_values(value)
-            heads = self.attention(queries, keys, values, attention_mask=mask,
-                                   training=training)
+            heads = self.attention(queries, keys, values, attention_mask=mask, training=training)
         else:
             if cache_update_index is not None:
                 new_keys, new_values = self.compute_cache(value)
-                cache = (_write_cache(cache[0], new_keys, cache_update_index),
-                         _write_cache(cache[1], new_values, cache_update_index))
+                cache = (
+                    _write_cache(cache[0], new_keys, cache_update_index),
+                    _write_cache(cache[1], new_values, cache_update_index),
+                )
             heads = _attend_heads_first(queries, cache[0], cache[1], mask)
         output = self.output_dense(ops.reshape(heads, ops.shape(heads)[:-2] + (-1,)))
         return output if cache is None else (output, cache)

@@ -37,7 +37,8 @@ class ResidualConnection(keras.layers.Layer):
         self.norm_position = norm_position
         self.epsilon = epsilon
         self.layer_norm = LayerNormalization(
-            epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm"
+        )
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, x_shape, sublayer_output_shape=None):
@@ -54,5 +55,9 @@ class ResidualConnection(keras.layers.Layer):
         return x_shape
 
     def get_config(self):
-        return {**super().get_config(), "dropout": self.dropout,
-                "norm_position": self.norm_position, "epsilon": self.epsilon}
+        return {
+            **super().get_config(),
+            "dropout": self.dropout,
+            "norm_position": self.norm_position,
+            "epsilon": self.epsilon,
+        }

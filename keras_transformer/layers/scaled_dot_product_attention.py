@@ -49,15 +49,19 @@ class ScaledDotProductAttention(keras.layers.Layer):
         dropping = bool(training) and self.dropout > 0
         if not dropping and query.shape[-1] == value.shape[-1]:
             options = {}
-            if (keras.backend.backend() == "jax" and attention_mask is not None
-                    and attention_mask.shape[-2] == 1):
+            if (
+                keras.backend.backend() == "jax"
+                and attention_mask is not None
+                and attention_mask.shape[-2] == 1
+            ):
                 # JAX's cuDNN attention refuses a mask broadcast over the queries (padding
                 # masks, [batch, 1, 1, keys]: "Bias must have same seq length as QKV") and
                 # Keras logs that traceback at every trace before falling back to XLA's
                 # attention: ask for XLA's directly.
                 options["flash_attention"] = False
-            return ops.dot_product_attention(query, key, value, mask=attention_mask,
-                                             scale=scale, **options)
+            return ops.dot_product_attention(
+                query, key, value, mask=attention_mask, scale=scale, **options
+            )
         logits = ops.einsum("btnh,bsnh->bnts", query, key) * ops.cast(scale, query.dtype)
         if attention_mask is not None:
             # A large negative number, not -inf: a row with no allowed key stays finite.

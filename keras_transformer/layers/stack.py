@@ -5,8 +5,10 @@ import keras
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.layer_normalization import LayerNormalization
-from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
-                                                 SinusoidalPositionalEncoding)
+from keras_transformer.layers.positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+)
 
 
 def make_positional_layer(positional, max_length, dtype=None):
@@ -29,26 +31,49 @@ class TransformerStack(keras.layers.Layer):
 
     layer_class = None
 
-    def __init__(self, num_layers, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, norm_position="post",
-                 layer_norm_epsilon=1e-6, positional="sinusoidal", max_length=1024, **kwargs):
+    def __init__(
+        self,
+        num_layers,
+        num_heads,
+        key_dim,
+        value_dim,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        norm_position="post",
+        layer_norm_epsilon=1e-6,
+        positional="sinusoidal",
+        max_length=1024,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_layers = num_layers
-        self.layer_args = dict(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
-                               d_ff=d_ff, dropout=dropout, attention_dropout=attention_dropout,
-                               relu_dropout=relu_dropout, norm_position=norm_position,
-                               layer_norm_epsilon=layer_norm_epsilon)
+        self.layer_args = dict(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            norm_position=norm_position,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
         self.positional = positional
         self.max_length = max_length
         policy = self.dtype_policy
         self.positional_layer = make_positional_layer(positional, max_length, policy)
         self.embedding_dropout = Dropout(dropout, dtype=policy)
-        self.transformer_layers = [self.layer_class(**self.layer_args, dtype=policy,
-                                                    name=f"layer_{i}")
-                                   for i in range(num_layers)]
-        self.final_norm = (LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy,
-                                              name="final_norm")
-                           if norm_position == "pre" else None)
+        self.transformer_layers = [
+            self.layer_class(**self.layer_args, dtype=policy, name=f"layer_{i}")
+            for i in range(num_layers)
+        ]
+        self.final_norm = (
+            LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name="final_norm")
+            if norm_position == "pre"
+            else None
+        )
 
     def build_stack(self, embedded_shape, *other_shapes):
         """Builds every sub-layer (subclasses' `build` calls it with their call's shapes)."""
@@ -66,9 +91,11 @@ class TransformerStack(keras.layers.Layer):
             IndexError: naming the valid range, when the stack has no such layer.
         """
         if not -self.num_layers <= layer_index < self.num_layers:
-            raise IndexError(f"layer_index {layer_index} is out of range: the {self.name} has "
-                             f"{self.num_layers} layers, 0 .. {self.num_layers - 1} (or "
-                             f"-{self.num_layers} .. -1 from the end)")
+            raise IndexError(
+                f"layer_index {layer_index} is out of range: the {self.name} has "
+                f"{self.num_layers} layers, 0 .. {self.num_layers - 1} (or "
+                f"-{self.num_layers} .. -1 from the end)"
+            )
         return layer_index % self.num_layers
 
     def finish(self, x):
@@ -76,5 +103,10 @@ class TransformerStack(keras.layers.Layer):
         return x if self.final_norm is None else self.final_norm(x)
 
     def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, **self.layer_args,
-                "positional": self.positional, "max_length": self.max_length}
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            **self.layer_args,
+            "positional": self.positional,
+            "max_length": self.max_length,
+        }

@@ -102,8 +102,10 @@ class TreeConstraint:
         # An opening whose closing is not in the vocabulary could never be closed.
         self.opening = self.closing >= 0
         if not self.opening.any():
-            raise ValueError("the vocabulary has no bracket pieces ('\u2581(NP' with its "
-                             "closing): it is not a parsing vocabulary")
+            raise ValueError(
+                "the vocabulary has no bracket pieces ('\u2581(NP' with its "
+                "closing): it is not a parsing vocabulary"
+            )
         brackets = self.closes | np.array([t is not None and t.startswith("(") for t in tokens])
         if linearizer.word_slots:
             self.slot = np.zeros((size,), bool)  # words are copied from the source instead
@@ -113,28 +115,35 @@ class TreeConstraint:
         else:
             self.slot = np.array([t == WORD_SLOT for t in tokens], bool)
         if not linearizer.word_slots and not self.slot.any():
-            raise ValueError(f"the vocabulary has no word slot piece ('{SPACE}{WORD_SLOT}' or "
-                             "POS tags) for this linearization")
+            raise ValueError(
+                f"the vocabulary has no word slot piece ('{SPACE}{WORD_SLOT}' or "
+                "POS tags) for this linearization"
+            )
 
     def padded(self, size):
         """The tables as tensors of `size` entries (the model's vocabulary size)."""
+
         def pad(table, value):
             table = table[:size]
             return np.concatenate([table, np.full((size - len(table),), value, table.dtype)])
 
-        return {"word_start": ops.convert_to_tensor(pad(self.word_start, False)),
-                "opening": ops.convert_to_tensor(pad(self.opening, False)),
-                "closing": ops.convert_to_tensor(pad(self.closing, -1)),
-                "closes": ops.convert_to_tensor(pad(self.closes, False)),
-                "slot": ops.convert_to_tensor(pad(self.slot, False))}
+        return {
+            "word_start": ops.convert_to_tensor(pad(self.word_start, False)),
+            "opening": ops.convert_to_tensor(pad(self.opening, False)),
+            "closing": ops.convert_to_tensor(pad(self.closing, -1)),
+            "closes": ops.convert_to_tensor(pad(self.closes, False)),
+            "slot": ops.convert_to_tensor(pad(self.slot, False)),
+        }
 
     @classmethod
     def for_vocabulary(cls, vocabulary, linearizer, **options):
         """The constraint for a `SubwordVocabulary` (or a SentencePiece processor)."""
         processor = getattr(vocabulary, "processor", vocabulary)
         if not hasattr(processor, "id_to_piece"):
-            raise TypeError("constrained parsing needs the SentencePiece vocabulary's pieces; "
-                            f"got a {type(vocabulary).__name__}: pass constrained=False")
+            raise TypeError(
+                "constrained parsing needs the SentencePiece vocabulary's pieces; "
+                f"got a {type(vocabulary).__name__}: pass constrained=False"
+            )
         pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         return cls(pieces, linearizer, **options)
 
@@ -177,20 +186,24 @@ class TreeConstrainedDecoder:
     def initial_state(self, source_ids, max_length):
         static, dynamic = self.decoder.initial_state(source_ids, max_length)
         source_ids = ops.cast(source_ids, "int32")
-        real = ops.logical_and(ops.not_equal(source_ids, self.pad_id),
-                               ops.not_equal(source_ids, self.eos_id))
+        real = ops.logical_and(
+            ops.not_equal(source_ids, self.pad_id), ops.not_equal(source_ids, self.eos_id)
+        )
         if self.constraint.copies_words:
             units = ops.sum(ops.cast(real, "int32"), axis=1)  # pieces to copy
         else:
             starts = ops.logical_and(real, ops.take(self.tables["word_start"], source_ids))
             units = ops.sum(ops.cast(starts, "int32"), axis=1)  # words to give a slot
-        caps, _ = max_output_lengths(source_ids, self.pad_id, self.max_extra_length,
-                                     self.max_length)
+        caps, _ = max_output_lengths(
+            source_ids, self.pad_id, self.max_extra_length, self.max_length
+        )
         rows = ops.shape(source_ids)[0]
-        state = (ops.zeros((rows,), "int32"),                               # units placed
-                 ops.zeros((rows,), "int32"),                               # open brackets
-                 ops.full((rows, self.constraint.max_depth), -1, "int32"),  # their closings
-                 ops.zeros((rows,), "int32"))                        # openings just before
+        state = (
+            ops.zeros((rows,), "int32"),  # units placed
+            ops.zeros((rows,), "int32"),  # open brackets
+            ops.full((rows, self.constraint.max_depth), -1, "int32"),  # their closings
+            ops.zeros((rows,), "int32"),
+        )  # openings just before
         return (static, source_ids, units, caps), (dynamic, state)
 
     def _grow_state(self, dynamic, max_length):
@@ -206,8 +219,9 @@ class TreeConstrainedDecoder:
         opens = ops.take(tables["opening"], token)
         closes = ops.take(tables["closes"], token)
         if self.constraint.copies_words:
-            special = ops.logical_or(ops.logical_or(token == self.bos_id, token == self.eos_id),
-                                     token == self.pad_id)
+            special = ops.logical_or(
+                ops.logical_or(token == self.bos_id, token == self.eos_id), token == self.pad_id
+            )
             is_word = ops.logical_not(ops.logical_or(ops.logical_or(opens, closes), special))
         else:
             is_word = ops.take(tables["slot"], token)
@@ -219,12 +233,15 @@ class TreeConstrainedDecoder:
         opened_in_a_row = ops.where(opens, opened_in_a_row + 1, 0)
 
         log_probs, inner = self.decoder.step(token_ids, inner_static, inner, step)
-        allowed = self._allowed(source_ids, units, caps, placed, depth, stack, opened_in_a_row,
-                                step)
+        allowed = self._allowed(
+            source_ids, units, caps, placed, depth, stack, opened_in_a_row, step
+        )
         if self.opening_penalty:
-            log_probs = ops.where(tables["opening"][None, :],
-                                  log_probs - ops.cast(self.opening_penalty, log_probs.dtype),
-                                  log_probs)
+            log_probs = ops.where(
+                tables["opening"][None, :],
+                log_probs - ops.cast(self.opening_penalty, log_probs.dtype),
+                log_probs,
+            )
         log_probs = ops.where(allowed, log_probs, ops.cast(NEG_INF, log_probs.dtype))
         return log_probs, (inner, (placed, depth, stack, opened_in_a_row))
 
@@ -245,20 +262,26 @@ class TreeConstrainedDecoder:
         room = step + 1 + left + depth + 2 <= caps
         may_open = ops.logical_and(
             ops.logical_and(words_left, room),
-            ops.logical_and(depth < self.constraint.max_depth,
-                            opened_in_a_row < self.constraint.max_openings_in_a_row))
+            ops.logical_and(
+                depth < self.constraint.max_depth,
+                opened_in_a_row < self.constraint.max_openings_in_a_row,
+            ),
+        )
         may_close = ops.logical_and(
             ops.logical_and(depth > 0, opened_in_a_row == 0),
-            ops.logical_or(depth > 1, ops.logical_not(words_left)))
+            ops.logical_or(depth > 1, ops.logical_not(words_left)),
+        )
         may_end = ops.logical_and(depth == 0, ops.logical_not(words_left))
         if self.constraint.copies_words:
             last = ops.shape(source_ids)[1] - 1
             next_piece = ops.take_along_axis(
-                source_ids, ops.minimum(placed, last)[:, None], axis=1)[:, 0]
+                source_ids, ops.minimum(placed, last)[:, None], axis=1
+            )[:, 0]
             # Between the pieces of one word only its next piece.
             within_word = ops.logical_and(
                 ops.logical_and(words_left, placed > 0),
-                ops.logical_not(ops.take(tables["word_start"], next_piece)))
+                ops.logical_not(ops.take(tables["word_start"], next_piece)),
+            )
             may_place = ops.logical_or(may_place, within_word)
             outside = ops.logical_not(within_word)
             may_open = ops.logical_and(may_open, outside)
@@ -275,12 +298,14 @@ class TreeConstrainedDecoder:
         ids = ops.arange(self.vocab_size)[None, :]
         allowed = ops.logical_and(tables["opening"][None, :], may_open[:, None])
         if not self.constraint.copies_words:
-            allowed = ops.logical_or(allowed, ops.logical_and(tables["slot"][None, :],
-                                                              may_place[:, None]))
+            allowed = ops.logical_or(
+                allowed, ops.logical_and(tables["slot"][None, :], may_place[:, None])
+            )
         for token in singles:
             allowed = ops.logical_or(allowed, ids == token[:, None])
         # A cap too short for any tree (max_extra_length < 2) leaves nothing: then the
         # decoder goes unconstrained for that step and the repair mends its output.
-        stuck = ops.logical_not(ops.logical_or(ops.logical_or(may_place, may_open),
-                                               ops.logical_or(may_close, may_end)))
+        stuck = ops.logical_not(
+            ops.logical_or(ops.logical_or(may_place, may_open), ops.logical_or(may_close, may_end))
+        )
         return ops.logical_or(allowed, stuck[:, None])

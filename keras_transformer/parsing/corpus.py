@@ -55,7 +55,8 @@ def write_parallel(trees, linearizer, prefix):
                 raise UserInputError(
                     f"tree {number} has the word {word!r}: a word must be non-empty and hold "
                     "no whitespace, as each corpus line is the words separated by spaces; "
-                    "split it into words, or join them with '_'")
+                    "split it into words, or join them with '_'"
+                )
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     source, target = prefix + ".words", prefix + ".trees.lin"
     # A raw bracket would be a bracket token on the target side, and a word the parser is
@@ -81,8 +82,9 @@ def _lines(paths):
                 yield line.rstrip("\n")
 
 
-def train_parsing_vocabulary(source_paths, target_paths, model_path, vocab_size, seed=1,
-                             word_slots=False):
+def train_parsing_vocabulary(
+    source_paths, target_paths, model_path, vocab_size, seed=1, word_slots=False
+):
     """Trains the shared BPE vocabulary of a parsing corpus into `model_path`.
 
     Args:
@@ -100,26 +102,46 @@ def train_parsing_vocabulary(source_paths, target_paths, model_path, vocab_size,
     """
     import sentencepiece
 
-    tokens = sorted({token for line in _lines(target_paths) for token in line.split()
-                     if not word_slots or token[:1] in "()"})
+    tokens = sorted(
+        {
+            token
+            for line in _lines(target_paths)
+            for token in line.split()
+            if not word_slots or token[:1] in "()"
+        }
+    )
     lines = list(_lines(list(source_paths) + list(target_paths)))
     sentencepiece.set_random_generator_seed(seed)
     size = -(-vocab_size // 8) * 8
     model = io.BytesIO()
     options = dict(
-        sentence_iterator=iter(lines), model_writer=model, model_type="bpe",
-        character_coverage=1.0, byte_fallback=True, normalization_rule_name="nmt_nfkc",
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type="bpe",
+        character_coverage=1.0,
+        byte_fallback=True,
+        normalization_rule_name="nmt_nfkc",
         user_defined_symbols=[SPACE + token for token in tokens],
-        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, pad_piece="<pad>",
-        unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
-        num_threads=os.cpu_count() or 1, minloglevel=2,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        num_threads=os.cpu_count() or 1,
+        minloglevel=2,
         # A small treebank cannot fill 16K BPE pieces: then take what it can.
-        hard_vocab_limit=False)
+        hard_vocab_limit=False,
+    )
     try:
         sentencepiece.SentencePieceTrainer.train(vocab_size=size, **options)
     except RuntimeError as error:
-        raise UserInputError(f"cannot train a {size}-piece parsing vocabulary: "
-                             f"{str(error).strip()}; lower the vocabulary size") from None
+        raise UserInputError(
+            f"cannot train a {size}-piece parsing vocabulary: "
+            f"{str(error).strip()}; lower the vocabulary size"
+        ) from None
     processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
     with atomic_write(model_path, "wb") as file:
         file.write(model.getvalue())

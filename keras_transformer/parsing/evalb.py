@@ -37,7 +37,6 @@ Example:
 import dataclasses
 import json
 import re
-from typing import List, Optional, Tuple
 
 from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import WORD_SLOT, with_tags
@@ -58,10 +57,10 @@ class EvalbParams:
     """
 
     labeled: bool = True
-    delete_labels: Tuple[str, ...] = ()
-    delete_labels_for_length: Tuple[str, ...] = ()
-    eq_labels: Tuple[Tuple[str, str], ...] = ()
-    eq_words: Tuple[Tuple[str, str], ...] = ()
+    delete_labels: tuple[str, ...] = ()
+    delete_labels_for_length: tuple[str, ...] = ()
+    eq_labels: tuple[tuple[str, str], ...] = ()
+    eq_words: tuple[tuple[str, str], ...] = ()
     cutoff_len: int = 40
 
     def label_equal(self, a, b):
@@ -75,8 +74,12 @@ class EvalbParams:
 
 
 COLLINS = EvalbParams(
-    labeled=True, delete_labels=("TOP", "-NONE-", ",", ":", "``", "''", "."),
-    delete_labels_for_length=("-NONE-",), eq_labels=(("ADVP", "PRT"),), cutoff_len=40)
+    labeled=True,
+    delete_labels=("TOP", "-NONE-", ",", ":", "``", "''", "."),
+    delete_labels_for_length=("-NONE-",),
+    eq_labels=(("ADVP", "PRT"),),
+    cutoff_len=40,
+)
 
 
 def read_params(path):
@@ -85,8 +88,7 @@ def read_params(path):
     Raises:
         UserInputError: for a missing file, an unknown keyword or QUOTE_LABEL.
     """
-    values = {"delete_labels": [], "delete_labels_for_length": [], "eq_labels": [],
-              "eq_words": []}
+    values = {"delete_labels": [], "delete_labels_for_length": [], "eq_labels": [], "eq_words": []}
     try:
         with open(path, encoding="utf-8") as file:
             lines = file.read().splitlines()
@@ -109,15 +111,19 @@ def read_params(path):
         elif key in ("LABELED", "CUTOFF_LEN") and len(args) == 1 and args[0].isdigit():
             values["labeled" if key == "LABELED" else "cutoff_len"] = int(args[0])
         else:
-            raise UserInputError(f"{where}: {' '.join(fields)!r} is not a supported EVALB "
-                                 "setting (DELETE_LABEL, DELETE_LABEL_FOR_LENGTH, EQ_LABEL, "
-                                 "EQ_WORD, LABELED, CUTOFF_LEN, DEBUG, MAX_ERROR)")
+            raise UserInputError(
+                f"{where}: {' '.join(fields)!r} is not a supported EVALB "
+                "setting (DELETE_LABEL, DELETE_LABEL_FOR_LENGTH, EQ_LABEL, "
+                "EQ_WORD, LABELED, CUTOFF_LEN, DEBUG, MAX_ERROR)"
+            )
     return EvalbParams(
         labeled=bool(values.get("labeled", 1)),
         delete_labels=tuple(values["delete_labels"]),
         delete_labels_for_length=tuple(values["delete_labels_for_length"]),
-        eq_labels=tuple(values["eq_labels"]), eq_words=tuple(values["eq_words"]),
-        cutoff_len=values.get("cutoff_len", 40))
+        eq_labels=tuple(values["eq_labels"]),
+        eq_words=tuple(values["eq_words"]),
+        cutoff_len=values.get("cutoff_len", 40),
+    )
 
 
 # -- one sentence ------------------------------------------------------------------------------
@@ -125,10 +131,10 @@ def read_params(path):
 
 @dataclasses.dataclass
 class _Read:
-    terminals: list        # (word, tag) not deleted
-    brackets: list         # [start, end, label]
-    length: int            # words for the length cut-off
-    problem: Optional[str]
+    terminals: list  # (word, tag) not deleted
+    brackets: list  # [start, end, label]
+    length: int  # words for the length cut-off
+    problem: str | None
 
 
 def _is_terminator(char):
@@ -219,12 +225,17 @@ class SentenceResult:
         return 100.0 * self.matched / self.test if self.test else 0.0
 
     def format(self, tags_predicted=True):
-        tags = (f"{self.correct_tags:4d}   "
-                f"{100.0 * self.correct_tags / self.words if self.words else 0.0:6.2f}"
-                if tags_predicted else " n/a      n/a")
-        return (f"{self.id:4d}  {self.length:3d}    {self.status}  {self.recall:6.2f} "
-                f"{self.precision:6.2f}   {self.matched:3d}    {self.gold:3d}  {self.test:3d}"
-                f"    {self.crossing:3d}   {self.words:4d}  {tags}")
+        tags = (
+            f"{self.correct_tags:4d}   "
+            f"{100.0 * self.correct_tags / self.words if self.words else 0.0:6.2f}"
+            if tags_predicted
+            else " n/a      n/a"
+        )
+        return (
+            f"{self.id:4d}  {self.length:3d}    {self.status}  {self.recall:6.2f} "
+            f"{self.precision:6.2f}   {self.matched:3d}    {self.gold:3d}  {self.test:3d}"
+            f"    {self.crossing:3d}   {self.words:4d}  {tags}"
+        )
 
 
 def score_sentence(gold, test, params=COLLINS, id=1):
@@ -238,22 +249,30 @@ def score_sentence(gold, test, params=COLLINS, id=1):
     # Rows of unscored sentences show the gold word count, as EVALB's sample.rsl does; the
     # summaries count valid sentences only.
     if not test_words:
-        return SentenceResult(id, length, 2, words=len(gold_words),
-                              message="no words in the test tree")
+        return SentenceResult(
+            id, length, 2, words=len(gold_words), message="no words in the test tree"
+        )
     if len(gold_words) != len(test_words):
-        return SentenceResult(id, length, 1, words=len(gold_words),
-                              message=f"length unmatch ({len(gold_words)}|{len(test_words)})")
+        return SentenceResult(
+            id,
+            length,
+            1,
+            words=len(gold_words),
+            message=f"length unmatch ({len(gold_words)}|{len(test_words)})",
+        )
     for g, t in zip(gold_words, test_words):
         if not params.word_equal(g, t):
-            return SentenceResult(id, length, 1, words=len(gold_words),
-                                  message=f"words unmatch ({g}|{t})")
+            return SentenceResult(
+                id, length, 1, words=len(gold_words), message=f"words unmatch ({g}|{t})"
+            )
 
     def massage(brackets):
         result = []
         for start, end, label in brackets:
             label = re.split(r"[-=]", label, maxsplit=1)[0]
-            deleted = start == end or any(params.label_equal(label, d)
-                                          for d in params.delete_labels)
+            deleted = start == end or any(
+                params.label_equal(label, d) for d in params.delete_labels
+            )
             result.append([start, end, label, not deleted, False])  # [.., counted, matched]
         return result
 
@@ -263,20 +282,40 @@ def score_sentence(gold, test, params=COLLINS, id=1):
         if not g[3]:
             continue
         for t in test_brackets:
-            if t[3] and not t[4] and g[0] == t[0] and g[1] == t[1] and (
-                    not params.labeled or params.label_equal(g[2], t[2])):
+            if (
+                t[3]
+                and not t[4]
+                and g[0] == t[0]
+                and g[1] == t[1]
+                and (not params.labeled or params.label_equal(g[2], t[2]))
+            ):
                 t[4] = True
                 matched += 1
                 break
     counted_gold = [g for g in gold_brackets if g[3]]
     counted_test = [t for t in test_brackets if t[3]]
-    crossing = sum(1 for t in counted_test if any(
-        (g[0] < t[0] < g[1] < t[1]) or (t[0] < g[0] < t[1] < g[1]) for g in counted_gold))
-    correct = sum(1 for (_, g), (_, t) in zip(gold_read.terminals, test_read.terminals)
-                  if params.label_equal(g, t))
-    return SentenceResult(id, length, 1 if problem else 0, matched, len(counted_gold),
-                          len(counted_test), crossing, len(gold_words), correct,
-                          message=problem or "")
+    crossing = sum(
+        1
+        for t in counted_test
+        if any((g[0] < t[0] < g[1] < t[1]) or (t[0] < g[0] < t[1] < g[1]) for g in counted_gold)
+    )
+    correct = sum(
+        1
+        for (_, g), (_, t) in zip(gold_read.terminals, test_read.terminals)
+        if params.label_equal(g, t)
+    )
+    return SentenceResult(
+        id,
+        length,
+        1 if problem else 0,
+        matched,
+        len(counted_gold),
+        len(counted_test),
+        crossing,
+        len(gold_words),
+        correct,
+        message=problem or "",
+    )
 
 
 # -- a corpus ----------------------------------------------------------------------------------
@@ -307,14 +346,17 @@ class Summary:
             sentences=len(results),
             error_sentences=sum(r.status == 1 for r in results),
             skip_sentences=sum(r.status == 2 for r in results),
-            matched=sum(r.matched for r in valid), gold_brackets=sum(r.gold for r in valid),
+            matched=sum(r.matched for r in valid),
+            gold_brackets=sum(r.gold for r in valid),
             test_brackets=sum(r.test for r in valid),
             complete_match_sentences=sum(r.gold == r.test == r.matched for r in valid),
             crossing=sum(r.crossing for r in valid),
             no_crossing_sentences=sum(r.crossing == 0 for r in valid),
             two_or_less_crossing_sentences=sum(r.crossing <= 2 for r in valid),
-            words=sum(r.words for r in valid), correct_tags=sum(r.correct_tags for r in valid),
-            tags_predicted=tags_predicted)
+            words=sum(r.words for r in valid),
+            correct_tags=sum(r.correct_tags for r in valid),
+            tags_predicted=tags_predicted,
+        )
 
     @property
     def valid_sentences(self):
@@ -360,37 +402,51 @@ class Summary:
         return 100.0 * self.correct_tags / self.words if self.words else 0.0
 
     def format(self):
-        rows = [("Number of sentence", self.sentences), ("Number of Error sentence",
-                self.error_sentences), ("Number of Skip  sentence", self.skip_sentences),
-                ("Number of Valid sentence", self.valid_sentences)]
+        rows = [
+            ("Number of sentence", self.sentences),
+            ("Number of Error sentence", self.error_sentences),
+            ("Number of Skip  sentence", self.skip_sentences),
+            ("Number of Valid sentence", self.valid_sentences),
+        ]
         lines = [f"{name:<26}= {value:6d}" for name, value in rows]
-        figures = [("Bracketing Recall", self.recall), ("Bracketing Precision",
-                   self.precision), ("Bracketing FMeasure", self.f1),
-                   ("Complete match", self.complete_match),
-                   ("Average crossing", self.average_crossing),
-                   ("No crossing", self.no_crossing),
-                   ("2 or less crossing", self.two_or_less_crossing),
-                   ("Tagging accuracy", self.tagging_accuracy)]
-        lines += [f"{name:<26}= {'n/a' if value is None else format(value, '6.2f'):>6}"
-                  for name, value in figures]
+        figures = [
+            ("Bracketing Recall", self.recall),
+            ("Bracketing Precision", self.precision),
+            ("Bracketing FMeasure", self.f1),
+            ("Complete match", self.complete_match),
+            ("Average crossing", self.average_crossing),
+            ("No crossing", self.no_crossing),
+            ("2 or less crossing", self.two_or_less_crossing),
+            ("Tagging accuracy", self.tagging_accuracy),
+        ]
+        lines += [
+            f"{name:<26}= {'n/a' if value is None else format(value, '6.2f'):>6}"
+            for name, value in figures
+        ]
         return "\n".join(lines)
 
     def to_dict(self):
-        return {"sentences": self.sentences, "error_sentences": self.error_sentences,
-                "skip_sentences": self.skip_sentences,
-                "valid_sentences": self.valid_sentences,
-                "recall": round(self.recall, 2), "precision": round(self.precision, 2),
-                "f1": round(self.f1, 2), "complete_match": round(self.complete_match, 2),
-                "average_crossing": round(self.average_crossing, 2),
-                "tagging_accuracy": (None if self.tagging_accuracy is None
-                                     else round(self.tagging_accuracy, 2))}
+        return {
+            "sentences": self.sentences,
+            "error_sentences": self.error_sentences,
+            "skip_sentences": self.skip_sentences,
+            "valid_sentences": self.valid_sentences,
+            "recall": round(self.recall, 2),
+            "precision": round(self.precision, 2),
+            "f1": round(self.f1, 2),
+            "complete_match": round(self.complete_match, 2),
+            "average_crossing": round(self.average_crossing, 2),
+            "tagging_accuracy": (
+                None if self.tagging_accuracy is None else round(self.tagging_accuracy, 2)
+            ),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalbReport:
     """The result of `evaluate`: per-sentence lines and the two summaries."""
 
-    sentences: List[SentenceResult]
+    sentences: list[SentenceResult]
     all: Summary
     short: Summary
     cutoff_len: int
@@ -404,21 +460,35 @@ class EvalbReport:
         """EVALB's output: (optionally) the per-sentence table, then the summary."""
         lines = []
         if per_sentence:
-            lines += ["  Sent.                        Matched  Bracket   Cross        Correct Tag",
-                      " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words  Tags "
-                      "Accracy", "=" * 76]
+            lines += [
+                "  Sent.                        Matched  Bracket   Cross        Correct Tag",
+                " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words  Tags Accracy",
+                "=" * 76,
+            ]
             lines += [r.format(self.tags_predicted) for r in self.sentences]
             lines.append("=" * 76)
             total = self.all
             if total.gold_brackets and total.test_brackets:
-                lines.append(f"                {total.recall:6.2f} {total.precision:6.2f} "
-                             f"{total.matched:6d} {total.gold_brackets:5d} "
-                             f"{total.test_brackets:5d}  {total.crossing:5d}  "
-                             f"{total.words:5d} " + (
-                                 f"{total.correct_tags:5d}   {total.tagging_accuracy:6.2f}"
-                                 if self.tags_predicted else "  n/a      n/a"))
-        lines += ["=== Summary ===", "", "-- All --", self.all.format(), "",
-                  f"-- len<={self.cutoff_len} --", self.short.format()]
+                lines.append(
+                    f"                {total.recall:6.2f} {total.precision:6.2f} "
+                    f"{total.matched:6d} {total.gold_brackets:5d} "
+                    f"{total.test_brackets:5d}  {total.crossing:5d}  "
+                    f"{total.words:5d} "
+                    + (
+                        f"{total.correct_tags:5d}   {total.tagging_accuracy:6.2f}"
+                        if self.tags_predicted
+                        else "  n/a      n/a"
+                    )
+                )
+        lines += [
+            "=== Summary ===",
+            "",
+            "-- All --",
+            self.all.format(),
+            "",
+            f"-- len<={self.cutoff_len} --",
+            self.short.format(),
+        ]
         for line, status, message in self.problems():
             kind = "error" if status == 1 else "skip"
             lines.append(f"{kind} sentence at line {line}: {message}")
@@ -426,8 +496,7 @@ class EvalbReport:
 
     def to_json(self, **extra):
         """One JSON line: the `All` figures, the `len<=N` ones under `len<=N`, and extras."""
-        values = {**self.all.to_dict(), f"len<={self.cutoff_len}": self.short.to_dict(),
-                  **extra}
+        values = {**self.all.to_dict(), f"len<={self.cutoff_len}": self.short.to_dict(), **extra}
         return json.dumps(values, sort_keys=True)
 
 
@@ -449,13 +518,22 @@ def evaluate(gold, test, params=COLLINS, tags_predicted=True):
     """
     gold, test = list(gold), list(test)
     if len(gold) != len(test):
-        raise UserInputError(f"{len(gold)} gold trees but {len(test)} test trees: the files "
-                             "must hold one tree per line for the same sentences")
-    results = [score_sentence(str(g), "" if t is None else str(t), params, id=number)
-               for number, (g, t) in enumerate(zip(gold, test), 1)]
+        raise UserInputError(
+            f"{len(gold)} gold trees but {len(test)} test trees: the files "
+            "must hold one tree per line for the same sentences"
+        )
+    results = [
+        score_sentence(str(g), "" if t is None else str(t), params, id=number)
+        for number, (g, t) in enumerate(zip(gold, test), 1)
+    ]
     short = [r for r in results if r.length <= params.cutoff_len]
-    return EvalbReport(results, Summary.of(results, tags_predicted),
-                       Summary.of(short, tags_predicted), params.cutoff_len, tags_predicted)
+    return EvalbReport(
+        results,
+        Summary.of(results, tags_predicted),
+        Summary.of(short, tags_predicted),
+        params.cutoff_len,
+        tags_predicted,
+    )
 
 
 def with_gold_tags(gold, test, replace_predicted=False):
@@ -507,7 +585,7 @@ def with_gold_tags(gold, test, replace_predicted=False):
             result.append(given)
             continue
         result.append(tagged if isinstance(given, Tree) else str(tagged))
-    return result + test[len(result):], True
+    return result + test[len(result) :], True
 
 
 def evaluate_files(gold_path, test_path, params=COLLINS, tags_predicted=True):
@@ -517,8 +595,7 @@ def evaluate_files(gold_path, test_path, params=COLLINS, tags_predicted=True):
         UserInputError: when a file cannot be read, the gold file holds no tree, or the
             files differ in line count.
     """
-    return evaluate(read_gold_lines(gold_path), read_text_lines(test_path), params,
-                    tags_predicted)
+    return evaluate(read_gold_lines(gold_path), read_text_lines(test_path), params, tags_predicted)
 
 
 def read_gold_lines(path):
@@ -530,6 +607,7 @@ def read_gold_lines(path):
     """
     gold = read_text_lines(path)
     if not any(line.strip() for line in gold):
-        raise UserInputError(f"{path!r} holds no gold trees: give a file of one "
-                             "bracketed tree per line")
+        raise UserInputError(
+            f"{path!r} holds no gold trees: give a file of one bracketed tree per line"
+        )
     return gold

@@ -37,14 +37,19 @@ Example:
 """
 
 import dataclasses
-from typing import Tuple
 
 from keras_transformer.parsing.trees import TOP, Tree
 
 WORD_SLOT = "XX"
 # Repairs that `delinearize` may make, in the order they are checked.
-REPAIRS = ("extra_closing", "unclosed_brackets", "extra_word_slots", "missing_word_slots",
-           "empty_constituents", "flat_fallback")
+REPAIRS = (
+    "extra_closing",
+    "unclosed_brackets",
+    "extra_word_slots",
+    "missing_word_slots",
+    "empty_constituents",
+    "flat_fallback",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +63,7 @@ class Delinearized:
     """
 
     tree: Tree
-    repairs: Tuple[str, ...] = ()
+    repairs: tuple[str, ...] = ()
 
     @property
     def repaired(self):
@@ -88,8 +93,10 @@ class Linearizer:
 
     def __post_init__(self):
         if self.pos_tags and self.word_slots:
-            raise ValueError("a word slot holds its POS tag (pos_tags) or its word "
-                             "(word_slots), not both: choose one")
+            raise ValueError(
+                "a word slot holds its POS tag (pos_tags) or its word "
+                "(word_slots), not both: choose one"
+            )
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -97,8 +104,9 @@ class Linearizer:
     @classmethod
     def from_dict(cls, values):
         # Settings written before word_slots existed lack the key: XX or POS slots then.
-        return cls(**{k: values[k] for k in ("pos_tags", "closing_labels", "word_slots")
-                      if k in values})
+        return cls(
+            **{k: values[k] for k in ("pos_tags", "closing_labels", "word_slots") if k in values}
+        )
 
     # -- tree -> tokens ----------------------------------------------------------------------
 

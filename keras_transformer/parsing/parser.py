@@ -63,21 +63,25 @@ def read_parsing_settings(path):
                     f"the ensemble's models were trained on different linearizations "
                     f"({os.fspath(path[0])!r}: {linearizers[0].to_dict()}, "
                     f"{os.fspath(one)!r}: {linearizer.to_dict()}): ensemble parsers of one "
-                    "linearization")
+                    "linearization"
+                )
         return linearizers[0]
     path = os.fspath(path)
     folder, settings = _settings_file(path)
     # A checkpoint prefix RUN/checkpoints/ckpt-N names no file itself, only ckpt-N.index.
     if not (os.path.exists(path) or os.path.exists(path + ".index")):
-        raise UserInputError(f"{path!r} does not exist: give a parsing run folder (trained "
-                             "by pipelines/ptb_parsing.py), its .keras file or a checkpoint")
+        raise UserInputError(
+            f"{path!r} does not exist: give a parsing run folder (trained "
+            "by pipelines/ptb_parsing.py), its .keras file or a checkpoint"
+        )
     if not os.path.isfile(settings):
         raise UserInputError(
             f"{folder!r} has no {PARSING_FILE}, so it is not a parsing run (a translation run?)"
             f": train a parser with pipelines/ptb_parsing.py, or, for a model trained on "
             f"linearized trees by other means, write its {PARSING_FILE} (e.g. "
             f'{{"pos_tags": false, "closing_labels": true}}) or pass Parser.load(..., '
-            f"linearizer=Linearizer(...))")
+            f"linearizer=Linearizer(...))"
+        )
     try:
         with open(settings, encoding="utf-8") as file:
             return Linearizer.from_dict(json.load(file))
@@ -101,7 +105,8 @@ def read_opening_penalty(path):
         if len(set(penalties)) > 1:
             raise UserInputError(
                 f"the ensemble's runs record different opening penalties ({penalties}): give "
-                "one (opening_penalty=..., --opening-penalty)")
+                "one (opening_penalty=..., --opening-penalty)"
+            )
         return penalties[0]
     settings = _settings_file(path)[1]
     if not os.path.isfile(settings):
@@ -111,8 +116,7 @@ def read_opening_penalty(path):
             value = json.load(file).get("opening_penalty", 0.0)
         return float(value)
     except (OSError, ValueError, TypeError, AttributeError) as error:
-        raise UserInputError(f"cannot read the opening penalty in {settings!r}: "
-                             f"{error}") from None
+        raise UserInputError(f"cannot read the opening penalty in {settings!r}: {error}") from None
 
 
 def write_parsing_settings(folder, linearizer, opening_penalty=None):
@@ -132,8 +136,10 @@ def _words(sentence, index):
     elif isinstance(sentence, (list, tuple)) and all(isinstance(w, str) for w in sentence):
         words = list(sentence)
     else:
-        raise TypeError(f"sentences[{index}] must be a list of words or a string of "
-                        f"space-separated words, got {type(sentence).__name__}")
+        raise TypeError(
+            f"sentences[{index}] must be a list of words or a string of "
+            f"space-separated words, got {type(sentence).__name__}"
+        )
     return [escape_brackets(word) for word in words]
 
 
@@ -161,8 +167,14 @@ class Parser:
     ['(TOP (S (NP (XX It)) (VP (XX works)) (XX .)))']
     """
 
-    def __init__(self, translator, linearizer=None, constrained=True,
-                 merge_same_label_unaries=True, opening_penalty=0.0):
+    def __init__(
+        self,
+        translator,
+        linearizer=None,
+        constrained=True,
+        merge_same_label_unaries=True,
+        opening_penalty=0.0,
+    ):
         self.linearizer = linearizer or Linearizer()
         self.constrained = constrained
         self.merge_same_label_unaries = merge_same_label_unaries
@@ -170,17 +182,27 @@ class Parser:
         if constrained:
             translator = constrain_translator(translator, self.linearizer, self.opening_penalty)
         elif self.opening_penalty:
-            raise ValueError("opening_penalty applies to the constrained search: give "
-                             "constrained=True, or opening_penalty=0")
+            raise ValueError(
+                "opening_penalty applies to the constrained search: give "
+                "constrained=True, or opening_penalty=0"
+            )
         self.translator = translator
         self.last_repairs = collections.Counter()
         self.last_repaired = 0
 
     @classmethod
-    def load(cls, path, beam_size=PAPER_DECODING["beam_size"], alpha=PAPER_DECODING["alpha"],
-             max_extra_length=PAPER_DECODING["max_extra_length"], linearizer=None,
-             constrained=True, merge_same_label_unaries=True, opening_penalty=None,
-             **options):
+    def load(
+        cls,
+        path,
+        beam_size=PAPER_DECODING["beam_size"],
+        alpha=PAPER_DECODING["alpha"],
+        max_extra_length=PAPER_DECODING["max_extra_length"],
+        linearizer=None,
+        constrained=True,
+        merge_same_label_unaries=True,
+        opening_penalty=None,
+        **options,
+    ):
         """A parser for a run folder, a `.keras` file or a checkpoint prefix.
 
         Args:
@@ -204,24 +226,35 @@ class Parser:
             linearizer = read_parsing_settings(path)
         if opening_penalty is None:
             opening_penalty = read_opening_penalty(path) if constrained else 0.0
-        translator = Translator.load(path, beam_size=beam_size, alpha=alpha,
-                                     max_extra_length=max_extra_length, **options)
-        return cls(translator, linearizer, constrained=constrained,
-                   merge_same_label_unaries=merge_same_label_unaries,
-                   opening_penalty=opening_penalty)
+        translator = Translator.load(
+            path, beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, **options
+        )
+        return cls(
+            translator,
+            linearizer,
+            constrained=constrained,
+            merge_same_label_unaries=merge_same_label_unaries,
+            opening_penalty=opening_penalty,
+        )
 
     def parse_with_repairs(self, sentences):
         """`Delinearized` results (tree and repairs) for `sentences`."""
         if isinstance(sentences, str):
-            raise TypeError("sentences must be a list (of word lists or strings), got one str; "
-                            "wrap it in a list")
+            raise TypeError(
+                "sentences must be a list (of word lists or strings), got one str; "
+                "wrap it in a list"
+            )
         words = [_words(sentence, i) for i, sentence in enumerate(sentences)]
         sequences = self.translator.translate([" ".join(w) for w in words])
-        results = [self.linearizer.delinearize(sequence, sentence_words)
-                   for sequence, sentence_words in zip(sequences, words)]
+        results = [
+            self.linearizer.delinearize(sequence, sentence_words)
+            for sequence, sentence_words in zip(sequences, words)
+        ]
         if self.merge_same_label_unaries:
-            results = [Delinearized(merge_same_label_unaries(result.tree), result.repairs)
-                       for result in results]
+            results = [
+                Delinearized(merge_same_label_unaries(result.tree), result.repairs)
+                for result in results
+            ]
         self.last_repairs = collections.Counter(r for result in results for r in result.repairs)
         self.last_repaired = sum(result.repaired for result in results)
         return results
@@ -249,15 +282,22 @@ def constrain_translator(translator, linearizer, opening_penalty=0.0):
         TypeError: for a translator without a decoder and SentencePiece vocabulary (a
             stand-in): give `constrained=False`.
     """
-    from keras_transformer.parsing.constrained_decoding import (TreeConstrainedDecoder,
-                                                                TreeConstraint)
+    from keras_transformer.parsing.constrained_decoding import (
+        TreeConstrainedDecoder,
+        TreeConstraint,
+    )
 
     if not all(hasattr(translator, name) for name in ("decoder", "vocabulary", "with_decoder")):
-        raise TypeError(f"constrained parsing needs a keras_transformer Translator, got a "
-                        f"{type(translator).__name__}: pass constrained=False")
+        raise TypeError(
+            f"constrained parsing needs a keras_transformer Translator, got a "
+            f"{type(translator).__name__}: pass constrained=False"
+        )
     constraint = TreeConstraint.for_vocabulary(translator.vocabulary, linearizer)
-    return translator.with_decoder(TreeConstrainedDecoder(
-        translator.decoder, constraint, translator.max_extra_length, opening_penalty))
+    return translator.with_decoder(
+        TreeConstrainedDecoder(
+            translator.decoder, constraint, translator.max_extra_length, opening_penalty
+        )
+    )
 
 
 def parse(sentences, model, **options):

@@ -108,8 +108,10 @@ class Tree:
 
     def __str__(self):
         # Escaped, so that a word such as ':-)' cannot close a bracket when read back.
-        parts = [escape_brackets(child) if isinstance(child, str) else str(child)
-                 for child in self.children]
+        parts = [
+            escape_brackets(child) if isinstance(child, str) else str(child)
+            for child in self.children
+        ]
         label = escape_brackets(self.label)
         return f"({label} {' '.join(parts)})" if parts else f"({label})"
 
@@ -117,8 +119,11 @@ class Tree:
         return f"Tree({str(self)!r})"
 
     def __eq__(self, other):
-        return (isinstance(other, Tree) and self.label == other.label
-                and self.children == other.children)
+        return (
+            isinstance(other, Tree)
+            and self.label == other.label
+            and self.children == other.children
+        )
 
     __hash__ = None
 
@@ -148,11 +153,15 @@ def parse_tree(text, source=None, line=None):
     where = _where(source, line)
     tokens = _TOKEN.findall(text)
     if not tokens:
-        raise TreeSyntaxError(f"{where}: empty line where a tree was expected; give one "
-                              "bracketed tree per line, e.g. (S (NP (NN it)) (VP (VBZ works)))")
+        raise TreeSyntaxError(
+            f"{where}: empty line where a tree was expected; give one "
+            "bracketed tree per line, e.g. (S (NP (NN it)) (VP (VBZ works)))"
+        )
     if tokens[0] != "(":
-        raise TreeSyntaxError(f"{where}: {tokens[0]!r} is not a tree: a tree starts with '(', "
-                              "e.g. (S (NP (NN it)) (VP (VBZ works)))")
+        raise TreeSyntaxError(
+            f"{where}: {tokens[0]!r} is not a tree: a tree starts with '(', "
+            "e.g. (S (NP (NN it)) (VP (VBZ works)))"
+        )
     stack = []
     root = None
     position = 0
@@ -160,9 +169,11 @@ def parse_tree(text, source=None, line=None):
         token = tokens[position]
         if token == "(":
             if root is not None:
-                raise TreeSyntaxError(f"{where}: text after the end of the tree (token "
-                                      f"{position + 1}); give one tree per line, or check for "
-                                      "one ')' too many")
+                raise TreeSyntaxError(
+                    f"{where}: text after the end of the tree (token "
+                    f"{position + 1}); give one tree per line, or check for "
+                    "one ')' too many"
+                )
             label = ""
             if position + 1 < len(tokens) and tokens[position + 1] not in "()":
                 label = tokens[position + 1]
@@ -170,26 +181,33 @@ def parse_tree(text, source=None, line=None):
             stack.append(Tree(label, []))
         elif token == ")":
             if not stack:
-                raise TreeSyntaxError(f"{where}: unbalanced brackets: ')' at token {position + 1}"
-                                      " closes nothing; remove it or add the missing '('")
+                raise TreeSyntaxError(
+                    f"{where}: unbalanced brackets: ')' at token {position + 1}"
+                    " closes nothing; remove it or add the missing '('"
+                )
             node = stack.pop()
             if not node.children and not node.label:
-                raise TreeSyntaxError(f"{where}: '()' is not a constituent; give it a label "
-                                      "and children")
+                raise TreeSyntaxError(
+                    f"{where}: '()' is not a constituent; give it a label and children"
+                )
             if stack:
                 stack[-1].children.append(node)
             else:
                 root = node
         else:
             if not stack:
-                raise TreeSyntaxError(f"{where}: word {token!r} outside any bracket; a tree "
-                                      "is one bracketed expression")
+                raise TreeSyntaxError(
+                    f"{where}: word {token!r} outside any bracket; a tree "
+                    "is one bracketed expression"
+                )
             stack[-1].children.append(token)
         position += 1
     if stack:
-        raise TreeSyntaxError(f"{where}: unbalanced brackets: {len(stack)} '(' not closed; add "
-                              "the missing ')' (a tree must fit on its line unless the file "
-                              "is .mrg)")
+        raise TreeSyntaxError(
+            f"{where}: unbalanced brackets: {len(stack)} '(' not closed; add "
+            "the missing ')' (a tree must fit on its line unless the file "
+            "is .mrg)"
+        )
     return root
 
 
@@ -316,8 +334,12 @@ def merge_same_label_unaries(tree):
     if isinstance(tree, str) or tree.is_preterminal():
         return tree
     children = tree.children
-    while (len(children) == 1 and isinstance(children[0], Tree)
-           and not children[0].is_preterminal() and children[0].label == tree.label):
+    while (
+        len(children) == 1
+        and isinstance(children[0], Tree)
+        and not children[0].is_preterminal()
+        and children[0].label == tree.label
+    ):
         children = children[0].children
     return Tree(tree.label, [merge_same_label_unaries(child) for child in children])
 

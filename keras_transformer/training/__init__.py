@@ -24,21 +24,35 @@ import importlib
 # Public names are resolved on first use (PEP 562): `keras_transformer.training.output_dir`,
 # which decoding reads to find a run's files, then imports without TensorFlow.
 _EXPORTS = {
-    "count_real_tokens": "accumulation", "group_micro_batches": "accumulation",
+    "count_real_tokens": "accumulation",
+    "group_micro_batches": "accumulation",
     "average_checkpoints": "averaging",
-    "NaNGuard": "callbacks", "StopAtStep": "callbacks", "StopAfterMinutes": "callbacks",
+    "NaNGuard": "callbacks",
+    "StopAtStep": "callbacks",
+    "StopAfterMinutes": "callbacks",
     "TrainingDivergedError": "callbacks",
     "TrainingLogger": "callbacks",
-    "CheckpointCallback": "checkpoints", "Checkpointer": "checkpoints",
-    "list_checkpoints": "checkpoints", "model_variables": "checkpoints",
-    "CheckpointSettings": "config", "CorpusFiles": "config", "DataSettings": "config",
-    "ScheduleSettings": "config", "TrainingConfig": "config", "DevBleuSettings": "config",
+    "CheckpointCallback": "checkpoints",
+    "Checkpointer": "checkpoints",
+    "list_checkpoints": "checkpoints",
+    "model_variables": "checkpoints",
+    "CheckpointSettings": "config",
+    "CorpusFiles": "config",
+    "DataSettings": "config",
+    "ScheduleSettings": "config",
+    "TrainingConfig": "config",
+    "DevBleuSettings": "config",
     "DevBleu": "dev_bleu",
     "OutputDir": "output_dir",
     "fused_projection_loss": "fused_loss",
-    "is_chief": "strategies", "make_strategy": "strategies", "split_cpu": "strategies",
-    "TrainingResult": "trainer", "load_training_config": "trainer", "train": "trainer",
-    "TokenMeanLoss": "training_model", "TrainingModel": "training_model",
+    "is_chief": "strategies",
+    "make_strategy": "strategies",
+    "split_cpu": "strategies",
+    "TrainingResult": "trainer",
+    "load_training_config": "trainer",
+    "train": "trainer",
+    "TokenMeanLoss": "training_model",
+    "TrainingModel": "training_model",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -47,7 +61,6 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'keras_transformer.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"keras_transformer.training.{_EXPORTS[name]}"),
-                    name)
+    value = getattr(importlib.import_module(f"keras_transformer.training.{_EXPORTS[name]}"), name)
     globals()[name] = value
     return value

@@ -53,9 +53,9 @@ def group_micro_batches(dataset, accumulation_steps):
         # `to_tensor` gives each one back exactly. (Not `window` + `get_single_element`:
         # that op is stateful, and a tf.data iterator holding it cannot be checkpointed.)
         return tuple(
-            ({name: value[i].to_tensor() for name, value in inputs.items()},
-             labels[i].to_tensor())
-            for i in range(accumulation_steps))
+            ({name: value[i].to_tensor() for name, value in inputs.items()}, labels[i].to_tensor())
+            for i in range(accumulation_steps)
+        )
 
     return dataset.ragged_batch(accumulation_steps, drop_remainder=True).map(to_micro_batches)
 

@@ -87,18 +87,24 @@ def in_last_fraction(checkpoints, fraction):
         ['c/ckpt-7000', 'c/ckpt-7505']
     """
     if not 0 < fraction <= 1:
-        raise UserInputError(f"the fraction of the updates to average must be above 0 and "
-                             f"at most 1, got {fraction}")
+        raise UserInputError(
+            f"the fraction of the updates to average must be above 0 and at most 1, got {fraction}"
+        )
     steps = []
     for path in checkpoints:
         match = re.search(r"-(\d+)$", os.fspath(path))
         if match is None:
-            raise UserInputError(f"{path!r} does not end in its update number (ckpt-N), so "
-                                 "the updates it covers are unknown; give --last alone")
+            raise UserInputError(
+                f"{path!r} does not end in its update number (ckpt-N), so "
+                "the updates it covers are unknown; give --last alone"
+            )
         steps.append(int(match.group(1)))
     newest = max(steps, default=0)
-    return [path for path, step in zip(checkpoints, steps)
-            if step > (1 - fraction) * newest or step == newest]
+    return [
+        path
+        for path, step in zip(checkpoints, steps)
+        if step > (1 - fraction) * newest or step == newest
+    ]
 
 
 def _resolve(checkpoints, last, last_fraction=None):

@@ -129,8 +129,11 @@ class TrainingLogger(keras.callbacks.Callback):
         self.last_tokens_per_second = None
 
     def _counters(self):
-        return (float(read_value(self.model.tokens_seen)),
-                float(read_value(self.model.loss_seen)), time.monotonic())
+        return (
+            float(read_value(self.model.tokens_seen)),
+            float(read_value(self.model.loss_seen)),
+            time.monotonic(),
+        )
 
     def on_train_begin(self, logs=None):
         self._mark = self._counters()
@@ -156,7 +159,7 @@ class TrainingLogger(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         logs = {k: float(v) for k, v in (logs or {}).items()}
         step = _step(self.model)
-        dev = {k[len("val_"):]: v for k, v in logs.items() if k.startswith("val_")}
+        dev = {k[len("val_") :]: v for k, v in logs.items() if k.startswith("val_")}
         if dev:
             with self.dev_writer.as_default(step=step):
                 for name, value in dev.items():

@@ -60,10 +60,10 @@ _READ_ERRORS = (tf.errors.OpError, IndexError, DecodeError)
 # it means.
 _ADDED_LATER = {
     "seed_generators": "holds no dropout seed-generator state (an older format): training "
-                       "resumes with fresh dropout streams, so not exactly as an "
-                       "uninterrupted run",
+    "resumes with fresh dropout streams, so not exactly as an "
+    "uninterrupted run",
     "train_seconds": "holds no training time (an older format): schedule.max_train_minutes "
-                     "counts from this start",
+    "counts from this start",
 }
 
 
@@ -116,14 +116,16 @@ class Checkpointer:
         >>> checkpointer.save(step=1000)  # doctest: +SKIP
     """
 
-    def __init__(self, directory, transformer, optimizer, counters=None, keep_last=5,
-                 write=True):
+    def __init__(self, directory, transformer, optimizer, counters=None, keep_last=5, write=True):
         self.directory = os.fspath(directory)
         self.optimizer = optimizer
         self.write = write
         self.keep_last = keep_last
-        self._objects = {"model": model_variables(transformer), "optimizer": optimizer,
-                         **{name: getattr(v, "value", v) for name, v in (counters or {}).items()}}
+        self._objects = {
+            "model": model_variables(transformer),
+            "optimizer": optimizer,
+            **{name: getattr(v, "value", v) for name, v in (counters or {}).items()},
+        }
         seeds = seed_generator_states(transformer)
         if seeds:
             self._objects["seed_generators"] = seeds
@@ -138,9 +140,13 @@ class Checkpointer:
         if self.data_iterator is not None:
             objects["data_iterator"] = self.data_iterator
         self.checkpoint = tf.train.Checkpoint(**objects)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.directory, max_to_keep=self.keep_last,
-            checkpoint_name="ckpt") if self.write else None
+        self.manager = (
+            tf.train.CheckpointManager(
+                self.checkpoint, self.directory, max_to_keep=self.keep_last, checkpoint_name="ckpt"
+            )
+            if self.write
+            else None
+        )
 
     @property
     def latest(self):
@@ -166,8 +172,11 @@ class Checkpointer:
         for path in reversed(paths):
             try:
                 checkpoint = self.checkpoint
-                missing = [name for name in _ADDED_LATER
-                           if name in self._objects and not _has_key(path, name + "/")]
+                missing = [
+                    name
+                    for name in _ADDED_LATER
+                    if name in self._objects and not _has_key(path, name + "/")
+                ]
                 for name in missing:
                     logger.warning("checkpoint %s %s", path, _ADDED_LATER[name])
                 seeds = self._objects.get("seed_generators")
@@ -177,14 +186,23 @@ class Checkpointer:
                         # Dropout was switched on or off for some layers (a run may go on
                         # under new dropout: trainer.TRAINING_ONLY_FIELDS); the saved
                         # streams no longer line up with the layers, so none is restored.
-                        logger.warning("checkpoint %s holds %d dropout seed generators, the "
-                                       "model has %d (its dropout changed): training resumes "
-                                       "with fresh dropout streams", path, saved, len(seeds))
+                        logger.warning(
+                            "checkpoint %s holds %d dropout seed generators, the "
+                            "model has %d (its dropout changed): training resumes "
+                            "with fresh dropout streams",
+                            path,
+                            saved,
+                            len(seeds),
+                        )
                         missing.append("seed_generators")
                 if missing:  # an older format or other dropout: resume all the rest
-                    checkpoint = tf.train.Checkpoint(**{
-                        name: value for name, value in self._objects.items()
-                        if name not in missing})
+                    checkpoint = tf.train.Checkpoint(
+                        **{
+                            name: value
+                            for name, value in self._objects.items()
+                            if name not in missing
+                        }
+                    )
                 status = checkpoint.restore(path)
                 status.assert_existing_objects_matched()
                 # The data iterator, when saved, is restored later (attach_data_iterator).
@@ -196,9 +214,13 @@ class Checkpointer:
                     "of that run"
                 ) from None
             except _READ_ERRORS as error:
-                logger.warning("checkpoint %s cannot be read (%s: %s); falling back to the "
-                               "previous checkpoint", path, type(error).__name__,
-                               str(error).splitlines()[0][:300])
+                logger.warning(
+                    "checkpoint %s cannot be read (%s: %s); falling back to the "
+                    "previous checkpoint",
+                    path,
+                    type(error).__name__,
+                    str(error).splitlines()[0][:300],
+                )
                 bad.append(path)
                 self._new_checkpoint()
                 continue
@@ -227,11 +249,12 @@ class Checkpointer:
                 shutil.move(name, destination)
             logger.warning("moved the unreadable checkpoint %s to %s", path, corrupt_dir)
         keep = [path for path in paths if path not in bad]
-        keep = keep[:keep.index(restored) + 1]
+        keep = keep[: keep.index(restored) + 1]
         # The state file lists the readable ones only (written atomically, as the manager
         # writes it); the manager made next re-reads it.
         tf.compat.v1.train.update_checkpoint_state(
-            self.directory, model_checkpoint_path=restored, all_model_checkpoint_paths=keep)
+            self.directory, model_checkpoint_path=restored, all_model_checkpoint_paths=keep
+        )
         self._new_checkpoint()
 
     def attach_data_iterator(self, iterator):
@@ -266,8 +289,13 @@ def _has_key(path, prefix):
 
 def _child_count(path, prefix):
     """How many objects the checkpoint holds directly under `prefix` ("seed_generators/")."""
-    return len({name[len(prefix):].split("/")[0] for name, _ in tf.train.list_variables(path)
-                if name.startswith(prefix)})
+    return len(
+        {
+            name[len(prefix) :].split("/")[0]
+            for name, _ in tf.train.list_variables(path)
+            if name.startswith(prefix)
+        }
+    )
 
 
 def list_checkpoints(directory):
@@ -323,8 +351,9 @@ class CheckpointCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
         due_by_steps = self.every_steps is not None and step % self.every_steps == 0
-        due_by_time = (self.every_seconds is not None
-                       and self.clock() - self._last_time >= self.every_seconds)
+        due_by_time = (
+            self.every_seconds is not None and self.clock() - self._last_time >= self.every_seconds
+        )
         if (due_by_steps or due_by_time) and step != self._last_step:
             self._save(step)
 

@@ -45,7 +45,7 @@ import json
 import os
 import types
 import typing
-from typing import Literal, Optional, Tuple, Union
+from typing import Literal, Union
 
 from keras_transformer.config import PRESETS, TransformerConfig
 from keras_transformer.errors import UserInputError
@@ -72,7 +72,7 @@ class CorpusFiles:
     source: str
     target: str
     weight: float = 1.0
-    tfds: Optional[str] = None
+    tfds: str | None = None
     split: str = "train"
     on_bad_line: Literal["error", "skip"] = "error"
 
@@ -99,15 +99,15 @@ class DataSettings:
             it to find its data position).
     """
 
-    train: Tuple[CorpusFiles, ...]
-    dev: Optional[CorpusFiles] = None
-    vocab: Optional[str] = None
+    train: tuple[CorpusFiles, ...]
+    dev: CorpusFiles | None = None
+    vocab: str | None = None
     vocab_size: int = 37000
     vocab_model_type: Literal["bpe", "unigram"] = "bpe"
     token_budget: int = 4096
     max_length: int = 256
     shuffle_buffer: int = 100_000
-    cache_dir: Optional[str] = None
+    cache_dir: str | None = None
     pad_to_bucket_boundary: bool = False
     seed: int = 1
 
@@ -141,10 +141,10 @@ class ScheduleSettings:
     learning_rate_scale: float = 1.0
     decay: Literal["rsqrt", "linear"] = "rsqrt"
     tokens_per_update: int = 25_000
-    accumulation_steps: Optional[int] = None
+    accumulation_steps: int | None = None
     eval_every_steps: int = 1000
     log_every_steps: int = 100
-    max_train_minutes: Optional[float] = None
+    max_train_minutes: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,11 +162,11 @@ class CheckpointSettings:
             stop anywhere: a fixed N would reach back over more of a shorter run.
     """
 
-    every_minutes: Optional[float] = 10.0
-    every_steps: Optional[int] = None
+    every_minutes: float | None = 10.0
+    every_steps: int | None = None
     keep_last: int = 5
     average_last: int = 5
-    average_last_fraction: Optional[float] = None
+    average_last_fraction: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +184,7 @@ class DevBleuSettings:
     sentences: int = 0
     beam_size: int = 4
     alpha: float = 0.6
-    patience: Optional[int] = None
+    patience: int | None = None
     keep_best: bool = True
 
 
@@ -224,11 +224,11 @@ class TrainingConfig:
     checkpoints: CheckpointSettings = CheckpointSettings()
     dev_bleu: DevBleuSettings = DevBleuSettings()
     strategy: Literal["auto", "one_device", "mirrored", "multi_worker"] = "auto"
-    num_devices: Optional[int] = None
+    num_devices: int | None = None
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     xla: bool = False
-    verbose: Union[Literal["auto"], int] = "auto"
-    seed: Optional[int] = 1
+    verbose: Literal["auto"] | int = "auto"
+    seed: int | None = 1
 
     def __post_init__(self):
         _check_values(self)
@@ -294,8 +294,9 @@ class TrainingConfig:
     def transformer_config(self, vocab_size):
         """The model's `TransformerConfig`: the preset, the overrides and `vocab_size`."""
         overrides = {k: v for k, v in self.model.items() if k != "preset"}
-        return TransformerConfig.from_preset(self.model.get("preset", "base"),
-                                             vocab_size=vocab_size, **overrides)
+        return TransformerConfig.from_preset(
+            self.model.get("preset", "base"), vocab_size=vocab_size, **overrides
+        )
 
     def accumulation_steps(self, num_replicas):
         """Micro-batches per update for `num_replicas` replicas (at least 1)."""
@@ -332,8 +333,9 @@ def apply_overrides(values, overrides):
     for assignment in overrides:
         key, separator, text = assignment.partition("=")
         if not separator or not key:
-            raise UserInputError(f"override {assignment!r} must look like KEY=VALUE, e.g. "
-                                 "schedule.train_steps=200")
+            raise UserInputError(
+                f"override {assignment!r} must look like KEY=VALUE, e.g. schedule.train_steps=200"
+            )
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
@@ -348,7 +350,8 @@ def apply_overrides(values, overrides):
                 raise UserInputError(
                     f"override {assignment!r}: {part!r} is a list; set it whole, e.g. "
                     f"{'.'.join(parts[:depth])}=[{{source: a.en, target: a.de}}] for a list of "
-                    "corpora")
+                    "corpora"
+                )
             if not isinstance(child, dict):
                 raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
             node = child
@@ -403,38 +406,53 @@ def _check_values(config):
         fail("dev_bleu.sentences", "needs data.dev as source/target files")
     if config.schedule.learning_rate_scale <= 0:
         fail("schedule.learning_rate_scale", "must be positive")
-    if config.schedule.decay == "linear" and \
-            not config.schedule.warmup_steps < config.schedule.train_steps:
-        fail("schedule.warmup_steps", f"({config.schedule.warmup_steps}) must be below "
-             f"schedule.train_steps ({config.schedule.train_steps}) with decay 'linear', "
-             "which falls from the warmup's end to 0 at train_steps: raise train_steps, "
-             "lower warmup_steps, or use decay 'rsqrt'")
+    if (
+        config.schedule.decay == "linear"
+        and not config.schedule.warmup_steps < config.schedule.train_steps
+    ):
+        fail(
+            "schedule.warmup_steps",
+            f"({config.schedule.warmup_steps}) must be below "
+            f"schedule.train_steps ({config.schedule.train_steps}) with decay 'linear', "
+            "which falls from the warmup's end to 0 at train_steps: raise train_steps, "
+            "lower warmup_steps, or use decay 'rsqrt'",
+        )
     if not config.data.train:
         fail("data.train", "needs at least one corpus")
     for index, corpus in enumerate(config.data.train):
         if corpus.weight <= 0:
             fail(f"data.train[{index}].weight", f"must be positive, got {corpus.weight}")
     if config.data.token_budget < config.data.max_length:
-        fail("data.token_budget", f"({config.data.token_budget}) must hold one pair of "
-             f"data.max_length ({config.data.max_length}): raise it or lower max_length")
+        fail(
+            "data.token_budget",
+            f"({config.data.token_budget}) must hold one pair of "
+            f"data.max_length ({config.data.max_length}): raise it or lower max_length",
+        )
     average, keep = config.checkpoints.average_last, config.checkpoints.keep_last
     if average < 0:
         fail("checkpoints.average_last", f"must be 0 (no averaging) or positive, got {average}")
     if average > keep:
-        fail("checkpoints.average_last", f"averages {average} checkpoints but "
-             f"checkpoints.keep_last keeps only {keep}: raise keep_last to at least {average}")
+        fail(
+            "checkpoints.average_last",
+            f"averages {average} checkpoints but "
+            f"checkpoints.keep_last keeps only {keep}: raise keep_last to at least {average}",
+        )
     fraction = config.checkpoints.average_last_fraction
     if fraction is not None and not 0 < fraction <= 1:
-        fail("checkpoints.average_last_fraction",
-             f"must be a share of the updates, above 0 and at most 1, got {fraction}")
+        fail(
+            "checkpoints.average_last_fraction",
+            f"must be a share of the updates, above 0 and at most 1, got {fraction}",
+        )
     if not isinstance(config.model, dict):
         fail("model", "must be a mapping like {preset: base, num_layers: 2}")
     preset = config.model.get("preset", "base")
     if preset not in PRESETS:
         fail("model.preset", f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     if "vocab_size" in config.model:
-        fail("model.vocab_size", "is taken from the vocabulary (data.vocab or "
-             "data.vocab_size); remove it from model")
+        fail(
+            "model.vocab_size",
+            "is taken from the vocabulary (data.vocab or data.vocab_size); remove it from model",
+        )
     try:  # the overrides are TransformerConfig fields: check them now, not after data prep
         config.transformer_config(vocab_size=max(config.data.vocab_size, 8))
     except UserInputError as error:
@@ -442,11 +460,15 @@ def _check_values(config):
     if config.schedule.max_train_minutes is not None and config.strategy == "multi_worker":
         # Each host would read its own clock and might stop one update before the others,
         # which then wait in an all-reduce forever.
-        fail("schedule.max_train_minutes", "cannot stop the hosts of strategy multi_worker "
-             "at the same update; bound the run with schedule.train_steps instead")
+        fail(
+            "schedule.max_train_minutes",
+            "cannot stop the hosts of strategy multi_worker "
+            "at the same update; bound the run with schedule.train_steps instead",
+        )
     if config.num_devices is not None and config.strategy != "mirrored":
-        fail("num_devices", f"applies to strategy 'mirrored' only (strategy is "
-             f"{config.strategy!r})")
+        fail(
+            "num_devices", f"applies to strategy 'mirrored' only (strategy is {config.strategy!r})"
+        )
     if config.verbose not in ("auto", 0, 1, 2):
         fail("verbose", f"must be 'auto', 0, 1 or 2, got {config.verbose!r}")
 
@@ -459,20 +481,26 @@ def _check_values(config):
 # tests would pin pydantic's message text, which is not its API, and the cross-field checks
 # above stay as they are. Not worth four new packages with a compiled core (2026-11).
 
+
 def _type_name(kind):
     origin = typing.get_origin(kind)
     if origin is Literal:
         return " or ".join(repr(a) for a in typing.get_args(kind))
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(kind))
-    if origin in (tuple, Tuple):
+    if origin in (tuple, tuple):
         return f"a list of {_type_name(typing.get_args(kind)[0])}"
     if kind is type(None):
         return "null"
     if dataclasses.is_dataclass(kind):
         return "a mapping"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-            dict: "a mapping"}.get(kind, getattr(kind, "__name__", str(kind)))
+    return {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true or false",
+        dict: "a mapping",
+    }.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 def _convert(kind, value, key):
@@ -487,7 +515,7 @@ def _convert(kind, value, key):
                 return _convert(option, value, key)
             except UserInputError:
                 continue
-    elif origin in (tuple, Tuple):
+    elif origin in (tuple, tuple):
         item_kind = typing.get_args(kind)[0]
         if isinstance(value, (dict,)) and dataclasses.is_dataclass(item_kind):
             value = [value]  # one corpus may be written without the list
@@ -516,8 +544,9 @@ def _convert(kind, value, key):
     elif kind is dict:
         if isinstance(value, dict):
             return dict(value)
-    raise UserInputError(f"{key} must be {_type_name(kind)}, got {value!r} "
-                         f"({type(value).__name__})")
+    raise UserInputError(
+        f"{key} must be {_type_name(kind)}, got {value!r} ({type(value).__name__})"
+    )
 
 
 def _build(cls, values, prefix):
@@ -525,21 +554,23 @@ def _build(cls, values, prefix):
     if isinstance(values, cls):
         return values
     if not isinstance(values, dict):
-        raise UserInputError(f"{where} must be a mapping of keys to values, got "
-                             f"{type(values).__name__}")
+        raise UserInputError(
+            f"{where} must be a mapping of keys to values, got {type(values).__name__}"
+        )
     fields = {field.name: field for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
         names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
-        raise UserInputError(f"unknown key(s) {names} in {where}; valid keys: "
-                             f"{', '.join(fields)}")
+        raise UserInputError(f"unknown key(s) {names} in {where}; valid keys: {', '.join(fields)}")
     hints = typing.get_type_hints(cls)
     converted = {}
     for name, field in fields.items():
         key = f"{prefix}.{name}" if prefix else name
         if name not in values:
-            if (field.default is dataclasses.MISSING
-                    and field.default_factory is dataclasses.MISSING):
+            if (
+                field.default is dataclasses.MISSING
+                and field.default_factory is dataclasses.MISSING
+            ):
                 raise UserInputError(f"{key} is required in {where}")
             continue
         converted[name] = _convert(hints[name], values[name], key)

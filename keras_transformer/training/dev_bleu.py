@@ -42,8 +42,19 @@ class DevBleu(keras.callbacks.Callback):
         ...                    patience=5, best_model_path="runs/x/best.keras")  # doctest: +SKIP
     """
 
-    def __init__(self, sources, references, vocabulary, *, beam_size=4, alpha=0.6,
-                 patience=None, best_model_path=None, best_record_path=None, write=True):
+    def __init__(
+        self,
+        sources,
+        references,
+        vocabulary,
+        *,
+        beam_size=4,
+        alpha=0.6,
+        patience=None,
+        best_model_path=None,
+        best_record_path=None,
+        write=True,
+    ):
         super().__init__()
         self.sources = list(sources)
         self.references = list(references)
@@ -70,8 +81,9 @@ class DevBleu(keras.callbacks.Callback):
         if self._translator is None:
             # Built once: the compiled search reads the model's variables, which training
             # updates in place.
-            self._translator = Translator(self.model.transformer, self.vocabulary,
-                                          beam_size=self.beam_size, alpha=self.alpha)
+            self._translator = Translator(
+                self.model.transformer, self.vocabulary, beam_size=self.beam_size, alpha=self.alpha
+            )
         _, report, _ = translate_and_evaluate(self._translator, self.sources, self.references)
         return report.bleu, report.chrf
 
@@ -92,6 +104,9 @@ class DevBleu(keras.callbacks.Callback):
             return
         self.evaluations_without_improvement += 1
         if self.patience is not None and self.evaluations_without_improvement >= self.patience:
-            logger.info("dev BLEU has not improved for %d evaluations (best %.2f): stopping",
-                        self.evaluations_without_improvement, self.best_bleu)
+            logger.info(
+                "dev BLEU has not improved for %d evaluations (best %.2f): stopping",
+                self.evaluations_without_improvement,
+                self.best_bleu,
+            )
             self.model.stop_training = True

@@ -13,6 +13,7 @@ only scales them). This is the "fused linear cross-entropy" of Liger-Kernel and
 hand-written gradient. Same function as `Transformer` logits + `LabelSmoothedCrossEntropy`:
 `tests/test_training_fused_loss.py` checks both against NumPy.
 """
+
 import tensorflow as tf
 
 # Elements of one chunk's float32 logits: 2.5M (10 MB, 248 tokens at V 10000) was fastest on a
@@ -69,38 +70,45 @@ def fused_projection_loss(hidden, embeddings, labels, label_smoothing, pad_id, c
             chunk_hidden = tf.slice(flat_hidden, [i * size, 0], [size, -1])
             chunk_labels = tf.slice(flat_labels, [i * size], [size])
             weights = tf.cast(tf.not_equal(chunk_labels, pad_id), tf.float32)[:, None]
-            logits = tf.cast(tf.matmul(chunk_hidden, embeddings, transpose_b=True),
-                             tf.float32)
+            logits = tf.cast(tf.matmul(chunk_hidden, embeddings, transpose_b=True), tf.float32)
             peak = tf.reduce_max(logits, axis=-1, keepdims=True)
             exps = tf.exp(logits - peak)
             total = tf.reduce_sum(exps, axis=-1, keepdims=True)
             label_logit = tf.gather(logits, chunk_labels, batch_dims=1)[:, None]
             # -sum_v q_v z_v + logsumexp(z), as in `losses._smoothed_nll`.
-            token_loss = (peak + tf.math.log(total) - (1.0 - eps) * label_logit
-                          - (eps / vocab_size) * tf.reduce_sum(logits, -1, keepdims=True))
+            token_loss = (
+                peak
+                + tf.math.log(total)
+                - (1.0 - eps) * label_logit
+                - (eps / vocab_size) * tf.reduce_sum(logits, -1, keepdims=True)
+            )
             loss_sum += tf.reduce_sum(token_loss * weights)
             # d loss / d z = softmax(z) - q, zero on pad rows.
             d_logits = exps * (weights / total) - weights * (eps / vocab_size)
             label_index = tf.stack([rows, chunk_labels], axis=1)
-            d_logits = tf.tensor_scatter_nd_sub(d_logits, label_index,
-                                                (1.0 - eps) * weights[:, 0])
+            d_logits = tf.tensor_scatter_nd_sub(d_logits, label_index, (1.0 - eps) * weights[:, 0])
             d_logits = tf.cast(d_logits, hidden.dtype)
             d_hidden = d_hidden.write(i, tf.matmul(d_logits, embeddings))
-            d_embeddings += tf.cast(tf.matmul(d_logits, chunk_hidden, transpose_a=True),
-                                    tf.float32)
+            d_embeddings += tf.cast(tf.matmul(d_logits, chunk_hidden, transpose_a=True), tf.float32)
             return i + 1, loss_sum, d_embeddings, d_hidden
 
-        initial = (tf.constant(0), tf.constant(0.0),
-                   tf.zeros(tf.shape(embeddings), tf.float32),
-                   tf.TensorArray(hidden.dtype, size=steps, element_shape=[None, None]))
+        initial = (
+            tf.constant(0),
+            tf.constant(0.0),
+            tf.zeros(tf.shape(embeddings), tf.float32),
+            tf.TensorArray(hidden.dtype, size=steps, element_shape=[None, None]),
+        )
         _, loss_sum, d_embeddings, d_hidden = tf.while_loop(
-            lambda i, *_: i < steps, body, initial, parallel_iterations=1)
+            lambda i, *_: i < steps, body, initial, parallel_iterations=1
+        )
         d_hidden = tf.reshape(d_hidden.stack(), [-1, d_model])[:tokens]
         d_hidden = tf.reshape(d_hidden, tf.shape(hidden))
 
         def gradient(upstream):
-            return (tf.cast(upstream, hidden.dtype) * d_hidden,
-                    tf.cast(upstream * d_embeddings, embeddings.dtype))
+            return (
+                tf.cast(upstream, hidden.dtype) * d_hidden,
+                tf.cast(upstream * d_embeddings, embeddings.dtype),
+            )
 
         return loss_sum, gradient
 

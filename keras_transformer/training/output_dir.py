@@ -156,8 +156,9 @@ def _temporary_beside(path, suffix=""):
     removed when it fails: a kill mid-write leaves the previous `path` untouched (the rename
     is atomic on POSIX file systems)."""
     directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                                         suffix=suffix)
+    handle, temporary = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=suffix
+    )
     os.close(handle)
     try:
         yield temporary
@@ -238,26 +239,39 @@ def find_model_files(path):
     if os.path.isdir(path):
         run = OutputDir(path)
         if os.path.isfile(run.translation_model):
-            return {"kind": "keras", "model": run.translation_model, "config": None,
-                    "vocabulary": vocabulary_in(path)}
+            return {
+                "kind": "keras",
+                "model": run.translation_model,
+                "config": None,
+                "vocabulary": vocabulary_in(path),
+            }
         checkpoints = _list_checkpoints(run.checkpoint_dir)
         if checkpoints:
-            return {"kind": "checkpoint", "model": checkpoints[-1], "config": run.model_config,
-                    "vocabulary": vocabulary_in(path)}
+            return {
+                "kind": "checkpoint",
+                "model": checkpoints[-1],
+                "config": run.model_config,
+                "vocabulary": vocabulary_in(path),
+            }
         raise UserInputError(
             f"{path!r} holds no averaged.keras, model.keras nor checkpoints/: give a training "
-            "output_dir, a .keras file or a checkpoint prefix such as RUN/checkpoints/ckpt-1000")
+            "output_dir, a .keras file or a checkpoint prefix such as RUN/checkpoints/ckpt-1000"
+        )
     if path.endswith(".keras") and os.path.isfile(path):
         folder = os.path.dirname(os.path.abspath(path))
-        return {"kind": "keras", "model": path, "config": None,
-                "vocabulary": vocabulary_in(folder)}
+        return {"kind": "keras", "model": path, "config": None, "vocabulary": vocabulary_in(folder)}
     if os.path.isfile(path + ".index"):
         run_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-        return {"kind": "checkpoint", "model": path, "config": OutputDir(run_dir).model_config,
-                "vocabulary": vocabulary_in(run_dir)}
+        return {
+            "kind": "checkpoint",
+            "model": path,
+            "config": OutputDir(run_dir).model_config,
+            "vocabulary": vocabulary_in(run_dir),
+        }
     raise UserInputError(
         f"cannot load a model from {path!r}: it is not a training output_dir, an existing "
-        ".keras file nor a checkpoint prefix (RUN/checkpoints/ckpt-STEP with a .index file)")
+        ".keras file nor a checkpoint prefix (RUN/checkpoints/ckpt-STEP with a .index file)"
+    )
 
 
 def _list_checkpoints(directory):
@@ -292,8 +306,12 @@ def load_model(path, average_last=None):
 
         model = average_checkpoints(path, last=average_last)
         vocabulary = OutputDir(path).vocabulary
-        return model, {"kind": "average", "model": path, "config": None,
-                       "vocabulary": vocabulary if os.path.isfile(vocabulary) else None}
+        return model, {
+            "kind": "average",
+            "model": path,
+            "config": None,
+            "vocabulary": vocabulary if os.path.isfile(vocabulary) else None,
+        }
     files = find_model_files(path)
     if files["kind"] == "keras":
         import keras_transformer.model  # noqa: F401  (registers the serializable classes)
@@ -307,7 +325,8 @@ def load_model(path, average_last=None):
     if keras.backend.backend() != "tensorflow":
         raise UserInputError(
             f"{files['model']} is a TensorFlow checkpoint: load it with KERAS_BACKEND="
-            "tensorflow, or save the model as .keras (keras-transformer average writes one)")
+            "tensorflow, or save the model as .keras (keras-transformer average writes one)"
+        )
     import tensorflow as tf
 
     from keras_transformer.config import TransformerConfig
@@ -315,8 +334,9 @@ def load_model(path, average_last=None):
     from keras_transformer.training.checkpoints import model_variables
 
     if not os.path.isfile(files["config"]):
-        raise UserInputError(f"cannot find {files['config']!r}, the model config of checkpoint "
-                             f"{files['model']}")
+        raise UserInputError(
+            f"cannot find {files['config']!r}, the model config of checkpoint {files['model']}"
+        )
     with open(files["config"], encoding="utf-8") as file:
         model = build_model(TransformerConfig.from_json(file.read()))
     # Training's checkpoints key the weights by variable path (see model_variables).

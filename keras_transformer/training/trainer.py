@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import time
-from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -75,7 +74,7 @@ class TrainingResult:
     accumulation_steps: int
     num_replicas: int
     final_model: str
-    averaged_model: Optional[str]
+    averaged_model: str | None
     history: dict
     model: object = dataclasses.field(repr=False, default=None)
     train_seconds: float = 0.0
@@ -112,8 +111,7 @@ def load_training_config(config):
     if isinstance(config, (str, os.PathLike)):
         return TrainingConfig.from_file(config)
     raise UserInputError(
-        f"train() takes a TrainingConfig, a dict or a config file path, got "
-        f"{type(config).__name__}"
+        f"train() takes a TrainingConfig, a dict or a config file path, got {type(config).__name__}"
     )
 
 
@@ -165,26 +163,41 @@ def train(config, callbacks=None):
     accumulation_steps = config.accumulation_steps(num_replicas)
     if config.seed is not None:
         keras.utils.set_random_seed(config.seed)
-    max_seconds = (None if config.schedule.max_train_minutes is None
-                   else config.schedule.max_train_minutes * 60.0)
+    max_seconds = (
+        None
+        if config.schedule.max_train_minutes is None
+        else config.schedule.max_train_minutes * 60.0
+    )
     with strategy.scope():
         policy = None if config.precision == "float32" else config.precision
         transformer = build_model(model_config, dtype=policy)
-        optimizer = build_optimizer(model_config.d_model, config.schedule.warmup_steps,
-                                    config.schedule.learning_rate_scale,
-                                    config.schedule.decay, config.schedule.train_steps,
-                                    time_budget=max_seconds, elapsed=train_seconds)
+        optimizer = build_optimizer(
+            model_config.d_model,
+            config.schedule.warmup_steps,
+            config.schedule.learning_rate_scale,
+            config.schedule.decay,
+            config.schedule.train_steps,
+            time_budget=max_seconds,
+            elapsed=train_seconds,
+        )
         if config.precision == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model = TrainingModel(transformer)
         model.compile(optimizer=optimizer, jit_compile=config.xla)
         optimizer.build(transformer.trainable_variables)
         checkpointer = Checkpointer(
-            run.checkpoint_dir, transformer, optimizer,
-            counters={"tokens_seen": model.tokens_seen, "loss_seen": model.loss_seen,
-                      "micro_batches_seen": model.micro_batches_seen,
-                      "train_seconds": train_seconds},
-            keep_last=config.checkpoints.keep_last, write=chief)
+            run.checkpoint_dir,
+            transformer,
+            optimizer,
+            counters={
+                "tokens_seen": model.tokens_seen,
+                "loss_seen": model.loss_seen,
+                "micro_batches_seen": model.micro_batches_seen,
+                "train_seconds": train_seconds,
+            },
+            keep_last=config.checkpoints.keep_last,
+            write=chief,
+        )
         start_step = checkpointer.restore_latest()
 
     train_steps = config.schedule.train_steps
@@ -197,19 +210,38 @@ def train(config, callbacks=None):
         logger.info("resuming %s from step %d (%s)", run.path, start_step, checkpointer.latest)
     finished_before = start_step >= train_steps or out_of_time()
     if start_step >= train_steps:
-        logger.warning("%s has trained %d steps already and schedule.train_steps is %d: nothing "
-                       "to train (raise schedule.train_steps to train on)", run.path, start_step,
-                       train_steps)
+        logger.warning(
+            "%s has trained %d steps already and schedule.train_steps is %d: nothing "
+            "to train (raise schedule.train_steps to train on)",
+            run.path,
+            start_step,
+            train_steps,
+        )
     history = {}
     if not finished_before:
-        history = _fit(config, model, strategy, vocabulary, checkpointer, run, start_step,
-                       accumulation_steps, chief, callbacks, train_seconds)
+        history = _fit(
+            config,
+            model,
+            strategy,
+            vocabulary,
+            checkpointer,
+            run,
+            start_step,
+            accumulation_steps,
+            chief,
+            callbacks,
+            train_seconds,
+        )
     step = int(read_value(optimizer.iterations))
     stopped_by_time = step < train_steps and out_of_time()
     if stopped_by_time:
-        logger.info("stopped at step %d of %d: schedule.max_train_minutes (%g) is spent "
-                    "(raise it to train on)",
-                    step, train_steps, max_minutes)
+        logger.info(
+            "stopped at step %d of %d: schedule.max_train_minutes (%g) is spent "
+            "(raise it to train on)",
+            step,
+            train_steps,
+            max_minutes,
+        )
 
     averaged = None
     if chief:
@@ -220,25 +252,47 @@ def train(config, callbacks=None):
         else:
             averaged = _average(config, run, model_config)
     return TrainingResult(
-        output_dir=run, step=step, resumed_from_step=start_step,
-        accumulation_steps=accumulation_steps, num_replicas=num_replicas,
-        final_model=run.final_model, averaged_model=averaged, history=history,
-        model=transformer, train_seconds=float(read_value(train_seconds)),
+        output_dir=run,
+        step=step,
+        resumed_from_step=start_step,
+        accumulation_steps=accumulation_steps,
+        num_replicas=num_replicas,
+        final_model=run.final_model,
+        averaged_model=averaged,
+        history=history,
+        model=transformer,
+        train_seconds=float(read_value(train_seconds)),
         stopped_by_time=stopped_by_time,
     )
 
 
-def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, accumulation_steps,
-         chief, extra_callbacks, train_seconds):
+def _fit(
+    config,
+    model,
+    strategy,
+    vocabulary,
+    checkpointer,
+    run,
+    start_step,
+    accumulation_steps,
+    chief,
+    extra_callbacks,
+    train_seconds,
+):
     from keras_transformer import data
 
     settings = config.data
     num_replicas = strategy.num_replicas_in_sync
     pipeline = data.TranslationPipeline(
-        _corpora(settings.train), vocabulary, token_budget=settings.token_budget,
-        max_length=settings.max_length, num_replicas=num_replicas,
-        shuffle_buffer=settings.shuffle_buffer, cache_dir=settings.cache_dir,
-        pad_to_bucket_boundary=settings.pad_to_bucket_boundary)
+        _corpora(settings.train),
+        vocabulary,
+        token_budget=settings.token_budget,
+        max_length=settings.max_length,
+        num_replicas=num_replicas,
+        shuffle_buffer=settings.shuffle_buffer,
+        cache_dir=settings.cache_dir,
+        pad_to_bucket_boundary=settings.pad_to_bucket_boundary,
+    )
     batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
     # Data position. Without a distribution strategy the data iterator itself is saved in
     # every checkpoint and restored into the iterator `fit` makes (a restart then costs
@@ -249,12 +303,12 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     consumed = int(read_value(model.micro_batches_seen))
     restored = checkpointer.restored_path
     by_iterator = _iterators_checkpointable(strategy) and (
-        not consumed or (restored is not None and has_data_iterator(restored)))
+        not consumed or (restored is not None and has_data_iterator(restored))
+    )
     if by_iterator:
         model.on_train_iterator = lambda iterator: _attach_iterator(checkpointer, iterator)
     elif consumed:
-        logger.info("skipping the %d micro-batches trained on before (data position)",
-                    consumed)
+        logger.info("skipping the %d micro-batches trained on before (data position)", consumed)
         batches = batches.skip(consumed)
     train_data = group_micro_batches(batches, accumulation_steps).prefetch(tf.data.AUTOTUNE)
 
@@ -263,9 +317,13 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
         # One global budget for all replicas, split by tf.distribute as evenly as it can:
         # the dev set is read once, so its batches need not divide by the replica count.
         dev_pipeline = data.TranslationPipeline(
-            _corpora([settings.dev]), vocabulary,
+            _corpora([settings.dev]),
+            vocabulary,
             token_budget=settings.token_budget * num_replicas,
-            max_length=settings.max_length, num_replicas=1, shuffle_buffer=1)
+            max_length=settings.max_length,
+            num_replicas=1,
+            shuffle_buffer=1,
+        )
         dev_data = dev_pipeline.dataset(shuffle=False, repeat=False)
         # A known length keeps Keras from warning that the dev set "ran out of data".
         dev_batches = int(dev_data.reduce(0, lambda count, _: count + 1).numpy())
@@ -278,25 +336,48 @@ def _fit(config, model, strategy, vocabulary, checkpointer, run, start_step, acc
     epochs = initial_epoch + -(-(train_steps - start_step) // steps_per_epoch)
 
     # The clock first: the checkpoint callback after it saves the time up to this update.
-    callbacks = [StopAfterMinutes(schedule.max_train_minutes, train_seconds),
-                 NaNGuard(last_checkpoint=lambda: checkpointer.latest), StopAtStep(train_steps)]
-    callbacks.append(CheckpointCallback(checkpointer, config.checkpoints.every_minutes,
-                                        config.checkpoints.every_steps))
+    callbacks = [
+        StopAfterMinutes(schedule.max_train_minutes, train_seconds),
+        NaNGuard(last_checkpoint=lambda: checkpointer.latest),
+        StopAtStep(train_steps),
+    ]
+    callbacks.append(
+        CheckpointCallback(
+            checkpointer, config.checkpoints.every_minutes, config.checkpoints.every_steps
+        )
+    )
     if config.dev_bleu.sentences:
         callbacks.append(_dev_bleu_callback(config, run, chief))
     if chief:
         callbacks.append(TrainingLogger(run.log_dir, run.history, schedule.log_every_steps))
     callbacks.extend(extra_callbacks or [])
     verbose = config.verbose if chief else 0
-    logger.info("training %s: %d replica(s), %d micro-batch(es) of %d tokens per replica per "
-                "update, steps %d -> %d", run.path, num_replicas, accumulation_steps,
-                settings.token_budget, start_step, train_steps)
+    logger.info(
+        "training %s: %d replica(s), %d micro-batch(es) of %d tokens per replica per "
+        "update, steps %d -> %d",
+        run.path,
+        num_replicas,
+        accumulation_steps,
+        settings.token_budget,
+        start_step,
+        train_steps,
+    )
     started = time.monotonic()
-    fit_history = model.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
-                            steps_per_epoch=steps_per_epoch, validation_data=dev_data,
-                            callbacks=callbacks, verbose=verbose, shuffle=False)
-    logger.info("trained %d steps in %.0f s", int(read_value(model.optimizer.iterations))
-                - start_step, time.monotonic() - started)
+    fit_history = model.fit(
+        train_data,
+        epochs=epochs,
+        initial_epoch=initial_epoch,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=dev_data,
+        callbacks=callbacks,
+        verbose=verbose,
+        shuffle=False,
+    )
+    logger.info(
+        "trained %d steps in %.0f s",
+        int(read_value(model.optimizer.iterations)) - start_step,
+        time.monotonic() - started,
+    )
     return fit_history.history
 
 
@@ -320,8 +401,11 @@ def _attach_iterator(checkpointer, iterator):
             "use a new output_dir"
         ) from None
     if restored:
-        logger.info("restored the data position from %s in %.1f s",
-                    checkpointer.restored_path, time.monotonic() - started)
+        logger.info(
+            "restored the data position from %s in %.1f s",
+            checkpointer.restored_path,
+            time.monotonic() - started,
+        )
 
 
 def _dev_bleu_callback(config, run, chief):
@@ -335,11 +419,17 @@ def _dev_bleu_callback(config, run, chief):
             break
         sources.append(source.decode("utf-8", errors="replace"))
         references.append(reference.decode("utf-8", errors="replace"))
-    return DevBleu(sources, references, run.vocabulary, beam_size=settings.beam_size,
-                   alpha=settings.alpha, patience=settings.patience,
-                   best_model_path=run.best_model if settings.keep_best else None,
-                   best_record_path=run.best_record if settings.keep_best else None,
-                   write=chief)
+    return DevBleu(
+        sources,
+        references,
+        run.vocabulary,
+        beam_size=settings.beam_size,
+        alpha=settings.alpha,
+        patience=settings.patience,
+        best_model_path=run.best_model if settings.keep_best else None,
+        best_record_path=run.best_record if settings.keep_best else None,
+        write=chief,
+    )
 
 
 def _corpora(files):
@@ -348,12 +438,24 @@ def _corpora(files):
     corpora = []
     for corpus in files:
         if corpus.tfds is not None:
-            corpora.append(data.TfdsCorpus(corpus.tfds, corpus.source, corpus.target,
-                                           split=corpus.split, weight=corpus.weight))
+            corpora.append(
+                data.TfdsCorpus(
+                    corpus.tfds,
+                    corpus.source,
+                    corpus.target,
+                    split=corpus.split,
+                    weight=corpus.weight,
+                )
+            )
         else:
-            corpora.append(data.TextPairCorpus(corpus.source, corpus.target,
-                                               weight=corpus.weight,
-                                               on_bad_line=corpus.on_bad_line))
+            corpora.append(
+                data.TextPairCorpus(
+                    corpus.source,
+                    corpus.target,
+                    weight=corpus.weight,
+                    on_bad_line=corpus.on_bad_line,
+                )
+            )
     return corpora
 
 
@@ -377,11 +479,19 @@ def _prepare_vocabulary(config, run, chief):
     if os.path.exists(run.vocabulary):
         return data.SubwordVocabulary.from_file(run.vocabulary)
     prefix = os.path.join(run.path, ".vocab-training")
-    logger.info("training a %d-piece %s vocabulary into %s", settings.vocab_size,
-                settings.vocab_model_type, run.vocabulary)
-    vocabulary = data.train_vocabulary(
-        _corpora(settings.train), prefix, vocab_size=settings.vocab_size,
-        model_type=settings.vocab_model_type, seed=settings.seed)
+    logger.info(
+        "training a %d-piece %s vocabulary into %s",
+        settings.vocab_size,
+        settings.vocab_model_type,
+        run.vocabulary,
+    )
+    data.train_vocabulary(
+        _corpora(settings.train),
+        prefix,
+        vocab_size=settings.vocab_size,
+        model_type=settings.vocab_model_type,
+        seed=settings.seed,
+    )
     os.replace(prefix + ".vocab", os.path.splitext(run.vocabulary)[0] + ".vocab")
     os.replace(prefix + ".model", run.vocabulary)
     return data.SubwordVocabulary.from_file(run.vocabulary)
@@ -401,9 +511,13 @@ def _write_run_files(config, model_config, run):
             )
         if changed:
             kept = _keep_previous(run.model_config)
-            logger.warning("%s goes on with %s (before: %s; kept in %s)", run.path,
-                           {k: getattr(model_config, k) for k in changed},
-                           {k: existing.get(k) for k in changed}, kept)
+            logger.warning(
+                "%s goes on with %s (before: %s; kept in %s)",
+                run.path,
+                {k: getattr(model_config, k) for k in changed},
+                {k: existing.get(k) for k in changed},
+                kept,
+            )
             with atomic_write(run.model_config) as file:
                 file.write(model_config.to_json())
     else:
@@ -443,11 +557,13 @@ def _average(config, run, model_config):
     fraction = config.checkpoints.average_last_fraction
     if fraction is not None:
         chosen = in_last_fraction(chosen, fraction)
-        logger.info("averaging the %d checkpoint(s) of the last %g of the updates",
-                    len(chosen), fraction)
+        logger.info(
+            "averaging the %d checkpoint(s) of the last %g of the updates", len(chosen), fraction
+        )
     elif len(available) < last:
-        logger.warning("averaging the %d checkpoints there are instead of the last %d",
-                       len(available), last)
+        logger.warning(
+            "averaging the %d checkpoints there are instead of the last %d", len(available), last
+        )
     averaged = average_checkpoints(chosen, config=model_config)
     atomic_save_model(averaged, run.averaged_model)
     return run.averaged_model

@@ -75,8 +75,7 @@ class TrainingModel(keras.Model):
         >>> model.fit(group_micro_batches(batches, 2), steps_per_epoch=100)  # doctest: +SKIP
     """
 
-    def __init__(self, transformer, label_smoothing=None, pad_id=None, fused_loss=True,
-                 **kwargs):
+    def __init__(self, transformer, label_smoothing=None, pad_id=None, fused_loss=True, **kwargs):
         super().__init__(**kwargs)
         config = transformer.config
         self.transformer = transformer
@@ -88,13 +87,23 @@ class TrainingModel(keras.Model):
         self.perplexity_tracker = Perplexity(pad_id=self.pad_id, name="perplexity")
         self.accuracy_tracker = MaskedTokenAccuracy(pad_id=self.pad_id, name="token_accuracy")
         # Counters get the same (all-reduced) value on every replica: keep the first's.
-        counter = dict(shape=(), initializer="zeros", trainable=False,
-                       aggregation="only_first_replica", dtype="float64")
+        counter = dict(
+            shape=(),
+            initializer="zeros",
+            trainable=False,
+            aggregation="only_first_replica",
+            dtype="float64",
+        )
         self.tokens_seen = self.add_weight(name="tokens_seen", **counter)
         self.loss_seen = self.add_weight(name="loss_seen", **counter)
         self.micro_batches_seen = self.add_weight(
-            name="micro_batches_seen", shape=(), initializer="zeros", trainable=False,
-            aggregation="only_first_replica", dtype="int64")
+            name="micro_batches_seen",
+            shape=(),
+            initializer="zeros",
+            trainable=False,
+            aggregation="only_first_replica",
+            dtype="int64",
+        )
         # Weightless sub-layers that the functional graph leaves unbuilt (the attention core)
         # would make Keras re-trace the model symbolically on the first batch under a
         # strategy, which fails on micro-batch tuples; they have nothing to build.
@@ -152,17 +161,20 @@ class TrainingModel(keras.Model):
             return self._loss_sum(labels, self.transformer(inputs, training=True))[0]
         transformer = self.transformer
         memory, memory_mask = transformer.encode(inputs["source_ids"], training=True)
-        states = transformer.decoder_states(inputs["target_ids"], memory, memory_mask,
-                                            training=True)
+        states = transformer.decoder_states(
+            inputs["target_ids"], memory, memory_mask, training=True
+        )
         matrix = keras.ops.cast(transformer.output_projection.embeddings, states.dtype)
-        return fused_projection_loss(states, matrix, labels, self.loss_fn.label_smoothing,
-                                     self.pad_id)
+        return fused_projection_loss(
+            states, matrix, labels, self.loss_fn.label_smoothing, self.pad_id
+        )
 
     def train_step(self, data):
         micro_batches = tuple(data)
         replica_context = tf.distribute.get_replica_context()
-        local_tokens = tf.add_n([count_real_tokens(labels, self.pad_id)
-                                 for _, labels in micro_batches])
+        local_tokens = tf.add_n(
+            [count_real_tokens(labels, self.pad_id) for _, labels in micro_batches]
+        )
         total_tokens = local_tokens
         if replica_context is not None and replica_context.num_replicas_in_sync > 1:
             total_tokens = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
@@ -182,8 +194,9 @@ class TrainingModel(keras.Model):
             # here: the sum over micro-batches and the all-reduce then see plain tensors,
             # which also keeps Keras 3 + MirroredStrategy off its IndexedSlices path
             # (keras-team/keras#21069).
-            gradients = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                         for g in gradients]
+            gradients = [
+                tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients
+            ]
             if summed_gradients is None:
                 summed_gradients = gradients
             else:
@@ -193,8 +206,7 @@ class TrainingModel(keras.Model):
 
         total_loss_sum = local_loss_sum
         if replica_context is not None and replica_context.num_replicas_in_sync > 1:
-            total_loss_sum = replica_context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                                        local_loss_sum)
+            total_loss_sum = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, local_loss_sum)
         # Keras metric variables are per replica (sync on read) and the logs of a step are
         # the mean over replicas of each replica's result: with the global sums on every
         # replica, that mean is the exact token mean of the update.
