@@ -11,7 +11,7 @@ def _smoothed_nll(y_true, y_pred, label_smoothing):
     -sum_v q_v log p_v = logsumexp(z) - sum_v q_v z_v, as sum_v q_v = 1: log-softmax is
     never materialized and the label's logit is picked with a one-hot product, not
     `take_along_axis`, whose TensorFlow gather and gradient scatter over [tokens, V] made
-    the loss 3x the cost of the output projection (benchmarks/README.md, training throughput).
+    the loss about 3x as slow (docs/decisions.md#one-hot-label-loss).
     """
     logits = ops.cast(y_pred, "float32")
     vocab_size = ops.shape(logits)[-1]

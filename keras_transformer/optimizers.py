@@ -5,8 +5,7 @@ multiply, square, sqrt, divide, three assigns), each a pass over the variable's 
 2-core CPU that made the update of the 7.6M-parameter `small` model 13.8 ms per step (65 ms at
 base) against 6.4 ms (25 ms) for TensorFlow's fused `ResourceApplyAdam` kernel, which reads
 the variable, its two moments and the gradient once (benchmarks/optimizer_throughput.py;
-benchmarks/README.md, "A fused Adam update"). Keras 3 has no fused option, hence this
-subclass. Its update is Keras's formula term for term:
+docs/decisions.md#fused-adam). Keras 3 has no fused option, hence this subclass. Its update is Keras's formula term for term:
 
     alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
     m <- m + (g - m) * (1 - beta_1);  v <- v + (g^2 - v) * (1 - beta_2)
@@ -63,8 +62,8 @@ class FusedAdam(keras.optimizers.Adam):
 
         Inside a traced train step they are built once per dtype and device and shared by
         every variable's kernel, instead of seven small ops per variable: a smaller graph,
-        though the time saved was within the noise of a side-by-side run (benchmarks/
-        README.md, "Dropout under mixed precision, and Adam's scalars once per step").
+        though the time saved was within the noise of a side-by-side run
+        (docs/decisions.md#adam-shared-scalars).
         Eagerly they are built per call (fresh values)."""
         import tensorflow as tf
 

@@ -56,7 +56,7 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
     (fairseq's `polynomial_decay` with power 1; Li et al. 2020, "Budgeted Training", found
     linear decay the best schedule under a fixed budget). For the `--cpu` parsing recipe it
     gave 83.21 dev F1 after 14000 updates against 80.46 / 81.66 for the inverse square root
-    (benchmarks/README.md, "Constituency parsing", run 14).
+    (docs/decisions.md#linear-decay).
 
     With a time budget the line also ends when the time does: the fraction of the budget
     left is the smaller of the steps' and the time's, `1 - max(step_num / total_steps,

@@ -1,5 +1,5 @@
-"""Shared helpers of the parsing tests: the shared treebank files, read once per session, and
-a parsing run folder with an untrained tiny model."""
+"""Shared helpers of the parsing tests: the shared treebank files, read once per test
+process, and a parsing run folder with an untrained tiny model."""
 
 import functools
 

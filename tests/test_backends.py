@@ -247,5 +247,5 @@ NO_CUDNN_TRY_FOR_PADDING_MASKS = """
 
 def test_padding_masks_skip_the_cudnn_attention_that_refuses_them():
     # On a GPU, cuDNN refused [batch, 1, 1, keys] masks and Keras logged a traceback at every
-    # trace before using XLA's attention (benchmarks/README.md, parsing on a GPU).
+    # trace before using XLA's attention.
     assert "OK jax" in run_without_tensorflow("jax", NO_CUDNN_TRY_FOR_PADDING_MASKS)

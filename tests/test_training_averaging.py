@@ -89,20 +89,19 @@ def test_errors(run_with_checkpoints, tmp_path):
 
 
 def test_in_last_fraction_selects_by_update_number():
-    # Parsing run 16's checkpoints: every 500 updates and one more where the time limit
-    # stopped it, at 7505.
-    run16 = [f"c/ckpt-{step}" for step in [*range(500, 8000, 500), 7505]]
+    # Checkpoints every 500 updates and one more where a time limit stopped training, at 7505.
+    checkpoints = [f"c/ckpt-{step}" for step in [*range(500, 8000, 500), 7505]]
     # 30% of 7505 updates is 2251.5: above update 5253.5.
-    assert in_last_fraction(run16, 0.3) == [
+    assert in_last_fraction(checkpoints, 0.3) == [
         f"c/ckpt-{s}" for s in (5500, 6000, 6500, 7000, 7500, 7505)
     ]
-    assert in_last_fraction(run16, 0.5) == run16[7:]  # above 3752.5: 4000 on
-    assert in_last_fraction(run16, 1.0) == run16
-    assert in_last_fraction(run16, 1e-9) == ["c/ckpt-7505"]  # the newest, always
+    assert in_last_fraction(checkpoints, 0.5) == checkpoints[7:]  # above 3752.5: 4000 on
+    assert in_last_fraction(checkpoints, 1.0) == checkpoints
+    assert in_last_fraction(checkpoints, 1e-9) == ["c/ckpt-7505"]  # the newest, always
     with pytest.raises(UserInputError, match="above 0 and at most 1, got 0"):
-        in_last_fraction(run16, 0)
+        in_last_fraction(checkpoints, 0)
     with pytest.raises(UserInputError, match="at most 1, got 1.5"):
-        in_last_fraction(run16, 1.5)
+        in_last_fraction(checkpoints, 1.5)
     with pytest.raises(UserInputError, match="'c/final' does not end in its update number"):
         in_last_fraction(["c/ckpt-500", "c/final"], 0.5)
 

@@ -300,10 +300,9 @@ def number_expressions_corpus(
     drawn over 60 times each) gets 16. De-duplicated, "half past nine" was one line in
     20000, and the quickstart's model rendered it by the cardinal rule ("halb neun", not
     "halb zehn"); a line for every draw instead nearly halved the share of the large cardinals
-    and cost them accuracy (benchmarks/README.md, quickstart trials of 2026-11-25). With 8
-    lines the quickstart's model got 3 to 6 of the 10 "half past" training sentences wrong
-    in four runs of six (a different rounding or seed flipped the demo's "half past seven");
-    with 16 (4% more lines in all) three runs of two seeds got all 10 (2026-11-27).
+    and cost them accuracy (docs/decisions.md#quickstart-draws-per-line). With at most 8 lines
+    the "half past" family was learned or missed by chance of seed and rounding; 16 cost 4%
+    more lines (docs/decisions.md#quickstart-max-repeats).
 
     Args:
         seed: the random seed; the same seed gives the same splits.

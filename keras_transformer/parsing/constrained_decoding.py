@@ -4,8 +4,8 @@ Vinyals et al. (2015) mend what the decoder gets wrong after the search, as
 `Linearizer.delinearize` does. Here the search cannot go wrong in the first place: at each
 step the tokens that would break the tree get no probability, so the beam spends its width on
 bracketings of exactly the input words, not on hypotheses that drop a word or close the
-wrong bracket (the commonest faults of unconstrained parses: benchmarks/README.md, parsing
-run 3). What each decoder row (one hypothesis) may emit next:
+wrong bracket (the commonest faults of unconstrained parses). What each decoder row (one
+hypothesis) may emit next:
 
 - a word: with word slots (`Linearizer(word_slots=True)`) only the next piece of the source
   (the decoder copies the input, piece by piece); otherwise a slot token (`XX`, or a POS tag
@@ -24,12 +24,11 @@ run 3). What each decoder row (one hypothesis) may emit next:
 Allowed tokens keep their model log-probabilities (no renormalization, as `forbid_tokens`), so
 scores stay log P(Y|X) of the unconstrained model, less `opening_penalty` per opening bracket
 when one is given: the parser's analogue of a word insertion penalty, for a model that
-over-brackets (run 3's `wsj` model, 8000 pieces, wrote 5538 brackets where the gold has 4980,
-precision 4.5 points under recall); it is chosen on dev and defaults to 0, as the recipe's
-models need none (benchmarks/README.md, parsing run 11). Renormalizing over the allowed tokens
-instead did worse (56.8 against 63.6 F1 on the first 80 dev sentences, run 3's model). On
-run 3's models this search added 23-24 dev F1 over the free search and its repair, at
-1.2-1.4x the time (benchmarks/README.md, parsing runs 5-6).
+writes more brackets than the gold has; it is chosen on dev and defaults to 0, as the
+recipes' models need none (docs/decisions.md#opening-penalty). Renormalizing over the allowed
+tokens did worse (docs/decisions.md#constrained-no-renormalization). This search added
+23-24 dev F1 over the free search and its repair, at 1.2-1.4x the time
+(docs/decisions.md#constrained-parsing).
 
 Written here because no library does it for a compiled Keras 3 search: keras-hub's samplers
 take no per-step token mask, and prefix-constrained decoding elsewhere (Hugging Face's
@@ -65,9 +64,8 @@ class TreeConstraint:
         linearizer: the `Linearizer` the parser was trained with.
         max_depth: the deepest nesting allowed (the WSJ sample's deepest tree is far less).
         max_openings_in_a_row: openings allowed one after another. 4: all but 26 of the
-            3396 linearized WSJ training trees have at most 4 (the most is 6), and on the
-            first 80 WSJ dev sentences 4 gave 74.3 F1, 6 73.3 and 3 73.7 (parsing run 5 in
-            benchmarks/README.md).
+            3396 linearized WSJ training trees have at most 4 (the most is 6), and 4 parsed
+            the dev sentences better than 3 or 6 (docs/decisions.md#openings-in-a-row).
 
     Raises:
         ValueError: when the vocabulary has no opening bracket with its closing one, or no

@@ -151,13 +151,13 @@ class Parser:
         linearizer: the `Linearizer` the model was trained with.
         constrained: search only well-formed trees over the input words
             (`constrained_decoding.TreeConstrainedDecoder`; default). False searches freely
-            and repairs the outputs afterwards, as Vinyals et al. With parsing run 3's
-            `wsj+gum` model, constrained search gave 76.65 dev F1 against 53.32, at 1.2-1.4x
-            the parse time (benchmarks/README.md, parsing runs 5-6).
+            and repairs the outputs afterwards, as Vinyals et al.; it scored 23-24 dev F1
+            below the constrained search, which takes 1.2-1.4x its time
+            (docs/decisions.md#constrained-parsing).
         merge_same_label_unaries: merge a constituent whose only child has its label, `(NP
             (NP the dog))` -> `(NP the dog)` (`trees.merge_same_label_unaries`; default).
-            The treebank has 5 in its 273 WSJ dev trees; run 3's `wsj` model wrote 221, and
-            merging them added 1.5 dev F1 (0.5 for `wsj+gum`).
+            The treebank has 5 in its 273 WSJ dev trees, a model may write hundreds, and
+            merging them adds dev F1 (docs/decisions.md#merge-same-label-unaries).
         opening_penalty: subtracted from each opening bracket's log-probability in the
             constrained search (`constrained_decoding.TreeConstrainedDecoder`; default 0).
 

@@ -16,9 +16,8 @@ hand-written gradient. Same function as `Transformer` logits + `LabelSmoothedCro
 
 import tensorflow as tf
 
-# Elements of one chunk's float32 logits: 2.5M (10 MB, 248 tokens at V 10000) was fastest on a
-# 2-core AVX-512 EPYC among chunks of 128, 248, 512 and 1024 tokens, in float32 and bfloat16
-# (benchmarks/README.md, "The fused projection + loss").
+# Elements of one chunk's float32 logits: 2.5M (10 MB, 248 tokens at V 10000) was the fastest
+# chunk in float32 and bfloat16 (docs/decisions.md#fused-loss-chunk).
 CHUNK_ELEMENTS = 2_500_000
 
 
