@@ -1,0 +1,382 @@
+"""The documented examples run: every ```python block of README.md and docs/**/*.md.
+
+The contract (docs/contributing.md, "Documented examples"):
+
+- The runnable blocks of one page run in order, in one fresh Python process, so that a later
+  block may use the names of an earlier one. A ```bash block runs too when the line before it
+  is `<!-- example: run -->` (same folder; `keras-transformer` is on PATH).
+- The process runs in a temporary folder holding a copy of configs/ and a tiny trained run
+  folder at runs/quickstart (the layout `train` leaves: config.json, vocab.model,
+  checkpoints/, model.keras, averaged.keras), with KT_DATA_DIR set.
+- `<!-- example: skip (REASON) -->` before a block leaves it out; the reason is required.
+
+The run folder is made once per test session by the real trainer (`keras-transformer train`)
+on a small number-expressions corpus (the quickstart's task), with a 1-layer d_model 32 model
+and a few updates, and copied for each page, so that a page may change it freely.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PAGE_TIMEOUT_SECONDS = 420
+
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
+MARKER = re.compile(r"^\s*<!--\s*example:(?P<body>.*?)-->\s*$")
+SKIP = re.compile(r"^skip\s*\((?P<reason>.*)\)$")
+PYTHON_LANGUAGES = ("python", "py")
+SHELL_LANGUAGES = ("bash", "sh", "shell")
+
+
+class ExampleMarkupError(ValueError):
+    """A page's example markers break the contract (named page and line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: str  # the page, relative to the repository
+    line: int  # the line of the block's first code line, counted from 1
+    language: str  # the fence's language, lower-case ("" when none)
+    code: str
+    action: str  # "python" or "bash" (runs), "skip" (marked) or "show" (not run)
+    reason: str = ""
+
+
+def parse_blocks(text, page):
+    """The fenced blocks of a Markdown page, with what the contract does with each."""
+    blocks, marker, fence = [], None, None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if fence is not None:
+            indent, chars, start, language, body = fence
+            if line.strip().startswith(chars) and set(line.strip()) == {chars[0]}:
+                code = textwrap.dedent("\n".join(body)) + "\n"
+                blocks.append(_block(page, start, language, code, marker))
+                fence, marker = None, None
+            else:
+                body.append(line[len(indent) :] if line.startswith(indent) else line)
+            continue
+        found = MARKER.match(line)
+        if found:
+            if marker is not None:
+                raise ExampleMarkupError(f"{page} line {marker[0]}: a marker with no code block")
+            marker = (number, found.group("body").strip())
+            continue
+        opening = FENCE.match(line)
+        if opening:
+            fence = (
+                opening.group("indent"),
+                opening.group("fence"),
+                number + 1,
+                opening.group("info").lower(),
+                [],
+            )
+        elif line.strip() and marker is not None:
+            raise ExampleMarkupError(
+                f"{page} line {marker[0]}: '<!-- example: {marker[1]} -->' must stand right "
+                "before a code block (blank lines may come between)"
+            )
+    if fence is not None:
+        raise ExampleMarkupError(f"{page} line {fence[2] - 1}: a code block that never closes")
+    if marker is not None:
+        raise ExampleMarkupError(f"{page} line {marker[0]}: a marker with no code block")
+    return blocks
+
+
+def _block(page, line, language, code, marker):
+    runs = {**dict.fromkeys(PYTHON_LANGUAGES, "python"), **dict.fromkeys(SHELL_LANGUAGES, "bash")}
+    if marker is None:
+        action = "python" if language in PYTHON_LANGUAGES else "show"
+        return Block(page, line, language, code, action)
+    marker_line, body = marker
+    if body == "run":
+        if language not in runs:
+            raise ExampleMarkupError(
+                f"{page} line {marker_line}: '<!-- example: run -->' runs python or bash "
+                f"blocks, not a {language or 'plain'} block"
+            )
+        return Block(page, line, language, code, runs[language])
+    skipped = SKIP.match(body)
+    if skipped and skipped.group("reason").strip():
+        return Block(page, line, language, code, "skip", skipped.group("reason").strip())
+    if body.startswith("skip"):
+        raise ExampleMarkupError(
+            f"{page} line {marker_line}: a skipped example needs its reason: "
+            "'<!-- example: skip (why it cannot run in a test) -->'"
+        )
+    raise ExampleMarkupError(
+        f"{page} line {marker_line}: '<!-- example: {body} -->' is not a marker; write "
+        "'<!-- example: run -->' or '<!-- example: skip (why it cannot run in a test) -->'"
+    )
+
+
+# Runs the blocks named in a JSON file, in order, in this process; reports the failing one.
+DRIVER = r"""
+import json, subprocess, sys, traceback
+
+blocks = json.load(open(sys.argv[1], encoding="utf-8"))
+namespace = {"__name__": "__main__"}
+for block in blocks:
+    where = f"{block['page']} line {block['line']}"
+    print(f"DOC-EXAMPLE-START {where}", file=sys.stderr, flush=True)
+    if block["action"] == "bash":
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block["code"]])
+        if result.returncode:
+            print(f"DOC-EXAMPLE-FAILED {where}: exit status {result.returncode}", file=sys.stderr)
+            sys.exit(1)
+        continue
+    # Padded so that a traceback's line numbers are the page's.
+    source = "\n" * (block["line"] - 1) + block["code"]
+    try:
+        exec(compile(source, block["path"], "exec"), namespace)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            print(f"DOC-EXAMPLE-FAILED {where}: SystemExit({stop.code!r})", file=sys.stderr)
+            sys.exit(1)
+    except BaseException as error:
+        traceback.print_exc()
+        print(f"DOC-EXAMPLE-FAILED {where}: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(1)
+"""
+
+
+def run_blocks(blocks, workdir, env, timeout=PAGE_TIMEOUT_SECONDS):
+    """Runs `blocks` (of one page) in a fresh interpreter in `workdir`; returns None when all
+    pass, else a message naming the page, the block's line and the error."""
+    workdir = pathlib.Path(workdir)
+    listing = workdir / ".doc_examples.json"
+    driver = workdir / ".doc_examples_driver.py"
+    listing.write_text(
+        json.dumps(
+            [
+                {**dataclasses.asdict(b), "path": str(REPO / b.page) if b.page else b.page}
+                for b in blocks
+            ]
+        ),
+        encoding="utf-8",
+    )
+    driver.write_text(DRIVER, encoding="utf-8")
+    try:
+        result = subprocess.run(
+            [sys.executable, str(driver), str(listing)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as expired:
+        stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr
+        started = re.findall(r"DOC-EXAMPLE-START (.*)", stderr or "")
+        where = started[-1] if started else blocks[0].page
+        return f"{where}: the example ran past {timeout} s\n{(stderr or '')[-3000:]}"
+    if result.returncode == 0:
+        return None
+    failed = re.findall(r"DOC-EXAMPLE-FAILED (.*)", result.stderr)
+    headline = failed[-1] if failed else f"{blocks[0].page}: exit status {result.returncode}"
+    output = re.sub(r"DOC-EXAMPLE-START .*\n", "", result.stdout[-2000:] + result.stderr[-6000:])
+    return f"the documented example at {headline}\n{output}"
+
+
+def example_env(extra_path=()):
+    """The environment of a page's process: quiet TensorFlow, the package importable and its
+    CLI on PATH (the interpreter's own bin folder)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PATH"] = os.pathsep.join(
+        [*extra_path, str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]
+    )
+    env.setdefault("KERAS_BACKEND", "tensorflow")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["MPLBACKEND"] = "Agg"
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def documented_pages():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
+    return [str(page.relative_to(REPO)) for page in pages if page.is_file()]
+
+
+def tiny_run_config(output_dir, corpus):
+    """A 1-layer d_model 32 Transformer trained for 8 updates: what `train` leaves, fast."""
+    train_source, train_target = corpus["train"]
+    dev_source, dev_target = corpus["dev"]
+    return {
+        "output_dir": str(output_dir),
+        "model": {
+            "preset": "base",
+            "num_layers": 1,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+            "max_length": 64,
+        },
+        "data": {
+            "train": [{"source": str(train_source), "target": str(train_target)}],
+            "dev": {"source": str(dev_source), "target": str(dev_target)},
+            "vocab_size": 400,
+            "token_budget": 512,
+            "max_length": 64,
+            "shuffle_buffer": 1000,
+        },
+        "schedule": {
+            "train_steps": 8,
+            "warmup_steps": 4,
+            "tokens_per_update": 512,
+            "eval_every_steps": 8,
+            "log_every_steps": 4,
+        },
+        "checkpoints": {"every_minutes": None, "every_steps": 4, "keep_last": 2, "average_last": 2},
+        "strategy": "one_device",
+        "verbose": 0,
+    }
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory):
+    """runs/quickstart, trained once by `keras-transformer train`; returns its folder."""
+    from keras_transformer.data.number_expressions import write_number_expressions
+
+    root = tmp_path_factory.mktemp("docs_quickstart")
+    corpus = write_number_expressions(
+        root / "corpus", seed=0, sizes=(("train", 800), ("dev", 40), ("test", 40))
+    )
+    run = root / "runs" / "quickstart"
+    config_path = root / "tiny_quickstart.json"
+    config_path.write_text(json.dumps(tiny_run_config(run, corpus)), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "train", "--config", str(config_path)],
+        cwd=root,
+        env=example_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"the fixture run failed to train:\n{result.stderr[-4000:]}"
+    for name in ("config.json", "vocab.model", "checkpoints", "model.keras", "averaged.keras"):
+        assert (run / name).exists(), f"the fixture run lacks {name}: {sorted(os.listdir(run))}"
+    return run
+
+
+def page_workdir(parent, run):
+    """A fresh folder with a copy of configs/ and of the fixture run at runs/quickstart."""
+    parent.mkdir(parents=True, exist_ok=True)
+    if (REPO / "configs").is_dir():
+        shutil.copytree(REPO / "configs", parent / "configs")
+    shutil.copytree(run, parent / "runs" / "quickstart")
+    return parent
+
+
+@pytest.mark.parametrize("page", documented_pages())
+def test_documented_examples_run(page, request, tmp_path, data_dir):
+    blocks = parse_blocks((REPO / page).read_text(encoding="utf-8"), page)
+    runnable = [block for block in blocks if block.action in ("python", "bash")]
+    if not runnable:
+        return  # the page's markers were checked by parse_blocks; nothing to run
+    run = request.getfixturevalue("quickstart_run")
+    workdir = page_workdir(tmp_path / "work", run)
+    env = example_env()
+    env["KT_DATA_DIR"] = str(data_dir)
+    failure = run_blocks(runnable, workdir, env)
+    assert failure is None, failure
+
+
+# -- the harness itself ----------------------------------------------------------------------
+
+PAGE = """# A page
+
+<!-- example: skip (needs a server) -->
+
+```python
+raise RuntimeError("never run")
+```
+
+```python
+value = 6 * 7
+```
+
+<!-- example: run -->
+```bash
+echo shown
+```
+
+```bash
+echo not run
+```
+
+```json
+{"a": 1}
+```
+
+    ```python
+    assert value == 42
+    ```
+"""
+
+
+def test_parse_blocks_applies_the_markers():
+    blocks = parse_blocks(PAGE, "docs/page.md")
+    assert [(b.line, b.language, b.action) for b in blocks] == [
+        (6, "python", "skip"),
+        (10, "python", "python"),
+        (15, "bash", "bash"),
+        (19, "bash", "show"),
+        (23, "json", "show"),
+        (27, "python", "python"),
+    ]
+    assert blocks[0].reason == "needs a server"
+    assert blocks[5].code == "assert value == 42\n"  # the list item's indentation removed
+
+
+@pytest.mark.parametrize(
+    "markup, complaint",
+    [
+        ("<!-- example: skip -->\n```python\npass\n```\n", "line 1: a skipped example needs"),
+        ("<!-- example: skip () -->\n```python\npass\n```\n", "needs its reason"),
+        ("<!-- example: runs -->\n```python\npass\n```\n", "is not a marker"),
+        ("<!-- example: run -->\n```json\n{}\n```\n", "not a json block"),
+        ("<!-- example: run -->\ntext\n```bash\nls\n```\n", "must stand right before"),
+        ("```python\npass\n", "never closes"),
+        ("text\n<!-- example: run -->\n", "a marker with no code block"),
+    ],
+)
+def test_parse_blocks_rejects_broken_markers(markup, complaint):
+    with pytest.raises(ExampleMarkupError, match=re.escape(complaint)):
+        parse_blocks(markup, "docs/page.md")
+
+
+def test_a_broken_example_names_its_page_line_and_error(tmp_path):
+    blocks = [
+        b
+        for b in parse_blocks(
+            "```python\nname = 'kept'\n```\n\n```python\nassert name == 'kept'\n1 / 0\n```\n",
+            "docs/broken.md",
+        )
+        if b.action == "python"
+    ]
+    failure = run_blocks(blocks, tmp_path, example_env(), timeout=60)
+    assert failure is not None
+    assert "docs/broken.md line 6: ZeroDivisionError" in failure
+    assert 'broken.md", line 7' in failure  # the traceback counts the page's lines
+
+
+def test_a_failing_bash_example_fails_and_a_passing_page_passes(tmp_path):
+    page = (
+        "<!-- example: run -->\n```bash\ntouch made.txt\n```\n\n```python\nopen('made.txt')\n```\n"
+    )
+    blocks = [b for b in parse_blocks(page, "docs/ok.md") if b.action != "show"]
+    assert run_blocks(blocks, tmp_path, example_env(), timeout=60) is None
+    bad = parse_blocks("<!-- example: run -->\n```bash\nfalse\n```\n", "docs/bad.md")
+    failure = run_blocks(bad, tmp_path, example_env(), timeout=60)
+    assert "docs/bad.md line 3: exit status 1" in failure
