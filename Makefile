@@ -1,12 +1,13 @@
 # Two commands for a fresh machine with Python 3.10+ (3.11 tested):
 #   make quickstart   set up .venv, install, run the main job
 #   make test         set up .venv, install, run the test suite
+#   make docs         build the documentation site into site/ (mkdocs.yml)
 PYTHON ?= python3
 VENV ?= .venv
 KT_DATA_DIR ?= $(abspath ../shared/data)
 export KT_DATA_DIR
 
-.PHONY: quickstart test lint setup clean
+.PHONY: quickstart test lint setup docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +30,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The documentation site (mkdocs.yml) into site/; its packages are the `docs` extra, which
+# `make test` does not need.
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(VENV)/bin/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

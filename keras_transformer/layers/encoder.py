@@ -129,9 +129,11 @@ class TransformerEncoder(TransformerStack):
 
     Args:
         num_layers: N.
-        positional: "sinusoidal" or "learned"; max_length: positions for "learned".
-        The remaining args are those of `TransformerEncoderLayer`. The layers are
-        `transformer_layers`.
+        positional: "sinusoidal" or "learned".
+        max_length: positions for "learned".
+
+    The remaining args are those of `TransformerEncoderLayer`. The layers are
+    `transformer_layers`.
 
     Call args:
         embedded: `[batch, length, d_model]` source embeddings (already x sqrt(d_model)).

@@ -23,10 +23,12 @@ class TransformerStack(keras.layers.Layer):
 
     Args:
         num_layers: N.
-        num_heads, key_dim, value_dim, d_ff, dropout, attention_dropout, relu_dropout,
-            norm_position, layer_norm_epsilon: those of each layer.
         positional: "sinusoidal" or "learned".
         max_length: positions that a learned positional embedding covers.
+
+    The other arguments (`num_heads`, `key_dim`, `value_dim`, `d_ff`, `dropout`,
+    `attention_dropout`, `relu_dropout`, `norm_position`, `layer_norm_epsilon`) are those of
+    each layer.
     """
 
     layer_class = None
