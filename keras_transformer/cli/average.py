@@ -50,7 +50,13 @@ def add_arguments(parser):
         "--output",
         default=None,
         metavar="FILE",
-        help="where to write the model (default: RUN_DIR/averaged.keras)",
+        help="where to write the model (default: RUN_DIR/averaged.keras, which training "
+        "itself rewrites; another existing file needs --overwrite)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output file",
     )
 
 
@@ -87,6 +93,20 @@ def _parsing_settings_to_copy(run_dir, output):
     return source
 
 
+def _refuse_to_replace(output, run_dir, overwrite):
+    """Raises `UserInputError` when `output` exists and is not the run's own `averaged.keras`
+    (which training rewrites at every end, so averaging anew may too) and `overwrite` is off."""
+    from keras_transformer.errors import UserInputError
+    from keras_transformer.training import OutputDir
+
+    own = os.path.abspath(OutputDir(run_dir).averaged_model)
+    if overwrite or not os.path.exists(output) or os.path.abspath(output) == own:
+        return
+    raise UserInputError(
+        f"--output {output!r} exists already; give --overwrite to replace it, or another --output"
+    )
+
+
 def run(args):
     from keras_transformer.errors import UserInputError
     from keras_transformer.training import OutputDir, average_checkpoints
@@ -98,6 +118,7 @@ def run(args):
     output = args.output or OutputDir(run_dir).averaged_model
     if not output.endswith(".keras"):
         raise UserInputError(f"--output {output!r} must end with .keras")
+    _refuse_to_replace(output, run_dir, args.overwrite)
     parsing_settings = _parsing_settings_to_copy(run_dir, output)
     if args.checkpoints and args.fraction is not None:
         raise UserInputError(

@@ -47,6 +47,11 @@ def add_arguments(parser):
         help="output path without extension: writes PREFIX.model, PREFIX.vocab",
     )
     model.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing PREFIX.model / PREFIX.vocab",
+    )
+    model.add_argument(
         "--preset",
         choices=["en-de", "en-fr"],
         default="en-de",
@@ -118,6 +123,13 @@ def run(args) -> int:
     ):
         if value < 0:
             raise UserInputError(f"{flag} must not be negative")
+    if not args.overwrite:
+        for path in (args.output + ".model", args.output + ".vocab"):
+            if os.path.exists(path):
+                raise UserInputError(
+                    f"{path!r} exists already (--output {args.output!r}); give --overwrite to "
+                    "replace it, or another --output prefix"
+                )
 
     started = time.perf_counter()
     vocabulary = train_vocabulary(

@@ -6,6 +6,7 @@ restore the newest checkpoint if the run was interrupted, `model.fit` to `train_
 save the final model and the average of the last checkpoints (6.1).
 """
 
+import contextlib
 import dataclasses
 import filecmp
 import json
@@ -13,6 +14,7 @@ import logging
 import os
 import shutil
 import time
+import types
 
 import keras
 import tensorflow as tf
@@ -147,17 +149,53 @@ def train(config, callbacks=None):
             "worker reads the same one; train it first with `keras-transformer vocab`"
         )
     run = OutputDir(config.output_dir)
+    with _undone_on_failed_start(run) as start:
+        return _train(config, run, start, callbacks)
+
+
+@contextlib.contextmanager
+def _undone_on_failed_start(run):
+    """Prepares the run folder, and undoes it when the start fails (an error before the first
+    update: a misaligned corpus, a bad path found late): a folder this call made is removed,
+    and so is every entry it added to an existing one, whose own files it has not changed
+    (they are written only once training starts: `_write_run_files`)."""
+    existed = os.path.isdir(run.path)
+    before = set(os.listdir(run.path)) if existed else set()
     run.prepare()
+    start = types.SimpleNamespace(training=False, chief=True)
+    try:
+        yield start
+    except BaseException:
+        if not start.training and start.chief:
+            if not existed:
+                shutil.rmtree(run.path, ignore_errors=True)
+            else:
+                for name in set(os.listdir(run.path)) - before:
+                    path = os.path.join(run.path, name)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.remove(path)
+        raise
+
+
+def _train(config, run, start, callbacks):
     # The strategy comes before any TensorFlow op: logical CPU devices must be set first.
     strategy = make_strategy(config.strategy, config.num_devices)
-    chief = is_chief(strategy)
+    chief = start.chief = is_chief(strategy)
     # Outside the strategy scope: one host variable, written by a callback between updates.
     train_seconds = keras.Variable(0.0, dtype="float64", trainable=False, name="train_seconds")
 
     vocabulary = _prepare_vocabulary(config, run, chief)
     model_config = config.transformer_config(vocab_size=vocabulary.size)
-    if chief:
-        _write_run_files(config, model_config, run)
+    _check_run_model(model_config, run)
+
+    def begin_training():
+        # Written once the start has succeeded: a failed start leaves the run's files alone.
+        if chief:
+            _write_run_files(config, model_config, run)
+        start.training = True
 
     num_replicas = strategy.num_replicas_in_sync
     accumulation_steps = config.accumulation_steps(num_replicas)
@@ -218,7 +256,9 @@ def train(config, callbacks=None):
             train_steps,
         )
     history = {}
-    if not finished_before:
+    if finished_before:
+        begin_training()
+    else:
         history = _fit(
             config,
             model,
@@ -231,6 +271,7 @@ def train(config, callbacks=None):
             chief,
             callbacks,
             train_seconds,
+            begin_training,
         )
     step = int(read_value(optimizer.iterations))
     stopped_by_time = step < train_steps and out_of_time()
@@ -278,6 +319,7 @@ def _fit(
     chief,
     extra_callbacks,
     train_seconds,
+    begin_training,
 ):
     from keras_transformer import data
 
@@ -362,6 +404,7 @@ def _fit(
         start_step,
         train_steps,
     )
+    begin_training()
     started = time.monotonic()
     fit_history = model.fit(
         train_data,
@@ -497,18 +540,39 @@ def _prepare_vocabulary(config, run, chief):
     return data.SubwordVocabulary.from_file(run.vocabulary)
 
 
+def _changed_model_fields(model_config, run):
+    """The fields of `model_config` that differ from the run's config.json (with the existing
+    values), or None when there is no config.json yet.
+
+    Raises:
+        UserInputError: when the run holds another model (fields beyond
+            `TRAINING_ONLY_FIELDS` differ).
+    """
+    if not os.path.exists(run.model_config):
+        return None
+    with open(run.model_config, encoding="utf-8") as file:
+        existing = TransformerConfig.from_dict(json.load(file)).to_dict()
+    changed = sorted(k for k, v in model_config.to_dict().items() if existing.get(k) != v)
+    if set(changed) - set(TRAINING_ONLY_FIELDS):
+        raise UserInputError(
+            f"output_dir {run.path!r} holds a run of another model (fields {changed} "
+            "differ from its config.json); use a new output_dir to train this model"
+        )
+    return changed, existing
+
+
+def _check_run_model(model_config, run):
+    """Raises `UserInputError` when the run folder holds another model, before anything is
+    built or restored."""
+    _changed_model_fields(model_config, run)
+
+
 def _write_run_files(config, model_config, run):
     """Writes config.json and training_config.json; never overwrites a different model's
     (one that differs in more than `TRAINING_ONLY_FIELDS`), and keeps earlier versions."""
-    if os.path.exists(run.model_config):
-        with open(run.model_config, encoding="utf-8") as file:
-            existing = TransformerConfig.from_dict(json.load(file)).to_dict()
-        changed = sorted(k for k, v in model_config.to_dict().items() if existing.get(k) != v)
-        if set(changed) - set(TRAINING_ONLY_FIELDS):
-            raise UserInputError(
-                f"output_dir {run.path!r} holds a run of another model (fields {changed} "
-                "differ from its config.json); use a new output_dir to train this model"
-            )
+    found = _changed_model_fields(model_config, run)
+    if found is not None:
+        changed, existing = found
         if changed:
             kept = _keep_previous(run.model_config)
             logger.warning(
