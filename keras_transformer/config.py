@@ -63,7 +63,9 @@ class TransformerConfig:
         relu_dropout: dropout after the feed-forward ReLU (not in the paper: default 0).
         layer_norm_epsilon: epsilon of every LayerNorm (the paper does not state it; 1e-6 as in
             tensor2tensor).
-        pad_id, bos_id, eos_id: fixed token ids of the vocabulary.
+        pad_id: the padding token's id, fixed in the vocabulary (0).
+        bos_id: the beginning-of-sentence token's id, which starts every decoder input (2).
+        eos_id: the end-of-sentence token's id, which ends every sequence (3).
     """
 
     vocab_size: int = 37000

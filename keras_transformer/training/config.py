@@ -27,10 +27,15 @@ A complete file (YAML; JSON with the same keys works too):
     precision: float32          # float32 | mixed_bfloat16 | mixed_float16
     xla: false
 
+A string may name environment variables as `${NAME}` (`source: ${KT_DATA_DIR}/multi30k/
+train.en.gz`): `TrainingConfig.from_file` puts in their values, and an unset one is an error
+naming the key and the variable. The recipes in `configs/` are such files.
+
 Every key is checked before anything trains: an unknown key or a value of the wrong type
 raises one `UserInputError` that names the key (`data.token_budget`), what was found and what
-is expected; `TrainingConfig.check_paths()` does the same for missing files and an unwritable
-output folder.
+is expected; `TrainingConfig.check_paths()` does the same for missing files.
+`reference_markdown()` (also `python -m keras_transformer.training.config`) writes the
+reference of every key from these dataclasses and their docstrings.
 
 Example:
     >>> config = TrainingConfig.from_dict({
@@ -41,8 +46,10 @@ Example:
 """
 
 import dataclasses
+import inspect
 import json
 import os
+import re
 import types
 import typing
 from typing import Literal, Union
@@ -241,8 +248,9 @@ class TrainingConfig:
         return _build(cls, values, "")
 
     @classmethod
-    def from_file(cls, path, overrides=()):
-        """Reads a YAML (`.yaml`, `.yml`) or JSON file, then applies `overrides`.
+    def from_file(cls, path, overrides=(), changes=None):
+        """Reads a YAML (`.yaml`, `.yml`) or JSON file, applies `changes` and `overrides`, and
+        puts in the `${NAME}` environment variables.
 
         Relative data, vocabulary and output paths stay relative to the working directory,
         as on the command line.
@@ -251,28 +259,17 @@ class TrainingConfig:
             path: the file.
             overrides: `KEY=VALUE` strings with dotted keys, e.g. `schedule.train_steps=200`;
                 values are read as YAML (`200` is an integer, `null` is None).
+            changes: `{dotted key: value}` with Python values (a list of corpora, a path),
+                applied before `overrides`: how a program adapts a recipe file.
         """
         path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise UserInputError(f"training config file {path!r} does not exist; check the path")
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-        if path.endswith(".json"):
-            try:
-                values = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise UserInputError(f"{path} is not valid JSON: {error}") from None
-        else:
-            import yaml
-
-            try:
-                values = yaml.safe_load(text)
-            except yaml.YAMLError as error:
-                raise UserInputError(f"{path} is not valid YAML: {error}") from None
-        if overrides:
-            values = apply_overrides(values, overrides)
+        values = read_config_file(path)
         try:
-            return cls.from_dict(values)
+            if changes:
+                values = apply_changes(values, changes)
+            if overrides:
+                values = apply_overrides(values, overrides)
+            return cls.from_dict(expand_variables(values))
         except UserInputError as error:
             # A value from the command line is named as the user gave it, not as the file's.
             assignments = {a.partition("=")[0]: a for a in overrides}
@@ -285,6 +282,13 @@ class TrainingConfig:
 
     def to_json(self, indent=2):
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    def to_yaml(self):
+        """Every setting as YAML, in the order of the dataclasses; `from_file` reads it back."""
+        import yaml
+
+        plain = json.loads(json.dumps(self.to_dict()))  # tuples as lists
+        return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -307,15 +311,118 @@ class TrainingConfig:
 
     def check_paths(self):
         """Raises `UserInputError` for a missing data or vocabulary file, before training."""
+        missing = self.missing_files()
+        if missing:
+            raise UserInputError(missing[0])
+
+    def missing_files(self):
+        """One message per data or vocabulary file that is not there (`data.dev.source: file
+        'x' does not exist; check the path`); TFDS corpora are not files."""
+        files = []
         for index, corpus in enumerate(self.data.train):
             if corpus.tfds is None:
-                _require_file(corpus.source, f"data.train[{index}].source")
-                _require_file(corpus.target, f"data.train[{index}].target")
+                files.append((f"data.train[{index}].source", corpus.source))
+                files.append((f"data.train[{index}].target", corpus.target))
         if self.data.dev is not None and self.data.dev.tfds is None:
-            _require_file(self.data.dev.source, "data.dev.source")
-            _require_file(self.data.dev.target, "data.dev.target")
+            files.append(("data.dev.source", self.data.dev.source))
+            files.append(("data.dev.target", self.data.dev.target))
         if self.data.vocab is not None:
-            _require_file(self.data.vocab, "data.vocab")
+            files.append(("data.vocab", self.data.vocab))
+        messages = []
+        for key, path in files:
+            if not os.path.isfile(path):
+                what = "is a directory" if os.path.isdir(path) else "does not exist"
+                messages.append(f"{key}: file {path!r} {what}; check the path")
+        return messages
+
+
+def read_config_file(path):
+    """The nested dict of a YAML or JSON config file, as written (no `${NAME}` put in)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UserInputError(f"training config file {path!r} does not exist; check the path")
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    if path.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise UserInputError(f"{path} is not valid JSON: {error}") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise UserInputError(f"{path} is not valid YAML: {error}") from None
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_variables(values, environ=None, key=""):
+    """A copy of `values` (nested dicts, lists, strings) with every `${NAME}` in a string
+    replaced by the environment variable NAME; an unset or empty one raises `UserInputError`
+    naming the key and the variable.
+
+    Example:
+        >>> expand_variables({"data": {"vocab": "${HOME_DIR}/v.model"}}, {"HOME_DIR": "/d"})
+        {'data': {'vocab': '/d/v.model'}}
+    """
+    environ = os.environ if environ is None else environ
+    if isinstance(values, dict):
+        return {
+            name: expand_variables(value, environ, f"{key}.{name}" if key else str(name))
+            for name, value in values.items()
+        }
+    if isinstance(values, list):
+        return [expand_variables(item, environ, f"{key}[{i}]") for i, item in enumerate(values)]
+    if not isinstance(values, str):
+        return values
+
+    def value_of(match):
+        name = match.group(1)
+        if not environ.get(name):
+            raise UserInputError(
+                f"{key}: the environment variable {name} in {values!r} is not set; set it "
+                f"(e.g. `export {name}=...`) or write the path itself"
+            )
+        return environ[name]
+
+    return _VARIABLE.sub(value_of, values)
+
+
+def apply_changes(values, changes):
+    """A copy of nested dict `values` with `{dotted key: value}` set (values taken as given).
+
+    Example:
+        >>> apply_changes({"schedule": {"train_steps": 10}}, {"schedule.warmup_steps": 2})
+        {'schedule': {'train_steps': 10, 'warmup_steps': 2}}
+    """
+    import copy
+
+    values = copy.deepcopy(values) if isinstance(values, dict) else {}
+    for key, value in changes.items():
+        _set_dotted(values, key, copy.deepcopy(value), f"{key}={value!r}")
+    return values
+
+
+def _set_dotted(values, key, value, assignment):
+    node = values
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1], 1):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if isinstance(child, list):
+            raise UserInputError(
+                f"override {assignment!r}: {part!r} is a list; set it whole, e.g. "
+                f"{'.'.join(parts[:depth])}=[{{source: a.en, target: a.de}}] for a list of "
+                "corpora"
+            )
+        if not isinstance(child, dict):
+            raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
+        node = child
+    node[parts[-1]] = value
 
 
 def apply_overrides(values, overrides):
@@ -340,29 +447,8 @@ def apply_overrides(values, overrides):
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             value = text
-        node = values
-        parts = key.split(".")
-        for depth, part in enumerate(parts[:-1], 1):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if isinstance(child, list):
-                raise UserInputError(
-                    f"override {assignment!r}: {part!r} is a list; set it whole, e.g. "
-                    f"{'.'.join(parts[:depth])}=[{{source: a.en, target: a.de}}] for a list of "
-                    "corpora"
-                )
-            if not isinstance(child, dict):
-                raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
-            node = child
-        node[parts[-1]] = value
+        _set_dotted(values, key, value, assignment)
     return values
-
-
-def _require_file(path, key):
-    if not os.path.isfile(path):
-        what = "is a directory" if os.path.isdir(path) else "does not exist"
-        raise UserInputError(f"{key}: file {path!r} {what}; check the path")
 
 
 def _check_values(config):
@@ -575,3 +661,175 @@ def _build(cls, values, prefix):
             continue
         converted[name] = _convert(hints[name], values[name], key)
     return cls(**converted)
+
+
+# -- the configuration reference ----------------------------------------------------------------
+
+
+def reference_markdown():
+    """The reference of every key of a training config, as a Markdown page: key (dotted),
+    type, default and meaning, read from the dataclasses and the Args sections of their
+    docstrings (`TrainingConfig` and its sections, and `TransformerConfig` for `model.*`).
+
+    Example:
+        >>> "`data.token_budget`" in reference_markdown()
+        True
+    """
+    lines = [
+        "# Configuration",
+        "",
+        "Every key of a training config: the YAML (or JSON) file that "
+        "`keras-transformer train --config FILE` and `TrainingConfig.from_file(FILE)` read, "
+        "as the recipes in `configs/` are. Dotted keys are nested sections: `data.token_budget` "
+        "is `token_budget` under `data:`. A key left out takes its default; an unknown key or "
+        "a value of the wrong type is an error naming the key, before anything trains "
+        "(`keras-transformer train --config FILE --check` checks a file without training). "
+        "`--set KEY=VALUE` overrides one key from the command line. A string may name an "
+        "environment variable as `${NAME}` (`${KT_DATA_DIR}/multi30k/train.en.gz`).",
+        "",
+        "This page is generated from `keras_transformer.training.config` "
+        "(`python -m keras_transformer.training.config` prints it).",
+    ]
+    sections = [("", "Top level", TrainingConfig)]
+    for field in dataclasses.fields(TrainingConfig):
+        kind = typing.get_type_hints(TrainingConfig)[field.name]
+        if dataclasses.is_dataclass(kind):
+            sections.append((field.name, f"`{field.name}`", kind))
+    for prefix, title, cls in sections:
+        lines += ["", f"## {title}", "", _first_paragraph(cls), ""]
+        lines += _table(
+            (f"{prefix}.{name}" if prefix else name, kind, default, meaning)
+            for name, kind, default, meaning in _documented_fields(cls)
+            if not (dataclasses.is_dataclass(kind) and prefix == "")
+        )
+    lines += ["", "## Corpora: `data.train[]` and `data.dev`", "", _first_paragraph(CorpusFiles)]
+    lines += [
+        "",
+        "Each item of the `data.train` list, and `data.dev`, takes these keys: "
+        + ", ".join(f"`data.dev.{f.name}`" for f in dataclasses.fields(CorpusFiles))
+        + " for the dev corpus. One training corpus may be written without the list.",
+        "",
+    ]
+    lines += _table(
+        (f"data.train[].{name}", kind, default, meaning)
+        for name, kind, default, meaning in _documented_fields(CorpusFiles)
+    )
+    lines += _model_reference()
+    return "\n".join(lines) + "\n"
+
+
+def _model_reference():
+    base = PRESETS["base"]
+    lines = [
+        "",
+        "## `model`",
+        "",
+        "The model: a `TransformerConfig` preset (`model.preset`) and overrides of its fields "
+        "(`keras_transformer.config`). The defaults below are the `base` preset's; another "
+        "preset brings its own. A preset whose d_k and d_v are d_model / h keeps them so under "
+        "a new `d_model` or `num_heads` unless `key_dim` and `value_dim` are given too.",
+        "",
+    ]
+    rows = [
+        (
+            "model.preset",
+            str,
+            "base",
+            "the preset the other `model.*` keys override: " + ", ".join(f"`{p}`" for p in PRESETS),
+        )
+    ]
+    for name, kind, default, meaning in _documented_fields(TransformerConfig):
+        if name == "vocab_size":
+            meaning += " Not set here: it is the size of the vocabulary (`data.vocab`, or "
+            meaning += "`data.vocab_size` for one trained by the run)."
+            default = _Verbatim("the vocabulary's")
+        else:
+            default = base.get(name, default)
+        rows.append((f"model.{name}", kind, default, meaning))
+    return lines + _table(rows)
+
+
+def _documented_fields(cls):
+    """`(name, type, default, meaning)` for each field of dataclass `cls`; the meaning is the
+    field's line in the Args section of the class docstring."""
+    meanings = _args_section(cls)
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name not in meanings:
+            raise ValueError(f"{cls.__name__}'s docstring has no Args line for {field.name}")
+        default = field.default
+        if field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        yield field.name, hints[field.name], default, meanings[field.name]
+
+
+def _args_section(cls):
+    """`{name: text}` of the `Args:` section of `cls`'s docstring (continuation lines
+    joined)."""
+    meanings, name, inside = {}, None, False
+    for line in (inspect.getdoc(cls) or "").splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            inside, name = line.strip() == "Args:", None
+            continue
+        if not inside:
+            continue
+        entry = re.match(r"    (\w+): (.*)", line)
+        if entry:
+            name = entry.group(1)
+            meanings[name] = entry.group(2).strip()
+        elif name:  # a continuation; a word broken at a hyphen ("Micro-") is joined whole
+            joiner = "" if re.search(r"[a-z]-$", meanings[name]) else " "
+            meanings[name] += joiner + line.strip()
+    return meanings
+
+
+def _first_paragraph(cls):
+    return " ".join(inspect.getdoc(cls).split("\n\n")[0].split())
+
+
+def _table(rows):
+    lines = ["| Key | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
+    for key, kind, default, meaning in rows:
+        cells = [f"`{key}`", _type_label(kind), _default_label(default), meaning]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return lines
+
+
+def _type_label(kind):
+    origin = typing.get_origin(kind)
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in typing.get_args(kind))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_label(a) for a in typing.get_args(kind))
+    if origin is tuple:
+        item = typing.get_args(kind)[0]
+        return "list of corpora" if item is CorpusFiles else f"list of {_type_label(item)}"
+    if kind is type(None):
+        return "null"
+    if dataclasses.is_dataclass(kind):
+        return "corpus" if kind is CorpusFiles else "section"
+    return {int: "integer", float: "number", str: "string", bool: "boolean", dict: "mapping"}[kind]
+
+
+class _Verbatim(str):
+    """A default written as it is in the reference, not as a value."""
+
+
+def _default_label(value):
+    if isinstance(value, _Verbatim):
+        return str(value)
+    if value is dataclasses.MISSING:
+        return "required"
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, dict):
+        return "`" + json.dumps(value).replace('"', "") + "`"
+    return f"`{value}`"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")
