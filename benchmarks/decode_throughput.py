@@ -16,9 +16,11 @@ Also decodes at 25, 50, 100 and 200 tokens to show how our cost grows with the o
 Ends with one JSON line of every figure. A peer that is not installed is skipped with one line
 and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` installs every peer).
 
-Usage:
-    python benchmarks/decode_throughput.py                      # small and base, all peers
-    python benchmarks/decode_throughput.py --configs small --repeats 1 --peers ours,ct2
+Threads: `DECODE_THREADS` (default 2) for TensorFlow's intra-op pool and CTranslate2 alike.
+
+Usage (from the repository root):
+    python -m benchmarks.decode_throughput                      # small and base, all peers
+    python -m benchmarks.decode_throughput --configs small --repeats 1 --peers ours,ct2
 """
 
 import argparse
@@ -28,19 +30,13 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
+from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
+
 THREADS = int(os.environ.get("DECODE_THREADS", "2"))
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-# CTranslate2 uses MKL only on Intel CPUs unless told otherwise; on AMD its default DNNL SGEMM
-# was 4-8x slower here. Compare with CTranslate2 at its best.
-os.environ.setdefault("CT2_USE_MKL", "1")
-
-import numpy as np  # noqa: E402
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
-from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
-
 CONFIGS = {
+    "tiny": dict(num_layers=1, d_model=64, d_ff=128, num_heads=4),  # for tests
     "small": dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4),
     "base": dict(num_layers=6, d_model=512, d_ff=2048, num_heads=8),
 }
@@ -284,18 +280,25 @@ def ctranslate2_agrees_with_ours(model, translator, tokens, sources, steps=10):
 # -- timing ----------------------------------------------------------------------------------
 
 
+def set_thread_environment():
+    """Run before TensorFlow and CTranslate2 are imported: both read these at start-up."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    # CTranslate2 uses MKL only on Intel CPUs unless told otherwise; on AMD its default DNNL
+    # SGEMM was 4-8x slower here. Compare with CTranslate2 at its best.
+    os.environ.setdefault("CT2_USE_MKL", "1")
+
+
+def wait_for(out):
+    if isinstance(out, tuple):  # our compiled search: tensors that may still be computing
+        np.asarray(out[0])
+
+
 def time_it(run, sources, repeats):
+    """`(best seconds of `repeats` runs, seconds of the first run)`: the first compiles."""
     start = time.perf_counter()
-    run(sources)  # compile / warm up
-    warmup = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = run(sources)
-        if isinstance(out, tuple):
-            np.asarray(out[0])
-        times.append(time.perf_counter() - start)
-    return min(times), warmup
+    wait_for(run(sources))
+    first = time.perf_counter() - start
+    return best_seconds(lambda: run(sources), repeats=repeats, warmup=0, wait=wait_for), first
 
 
 def trained_model_throughput(args, peers):
@@ -421,6 +424,7 @@ def main(argv=None):
     if unknown:  # a misspelt peer would otherwise be run by no branch, without a word
         parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {','.join(PEERS)}")
 
+    set_thread_environment()
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
@@ -428,10 +432,12 @@ def main(argv=None):
     peers, skipped_peers = importable_peers(args.peers.split(","), PEER_MODULES)
     lengths = [int(x) for x in args.lengths.split(",")]
     results = []
+    machine = machine_record(["tensorflow", "keras", *PEER_MODULES.values()])
+    print(machine_line(machine, THREADS))
     print(
-        f"# {cpu_description()[0]}, {THREADS} threads, TF "
-        f"{tf.__version__}, beam {args.beam_size}, batch {args.batch_size}, source length "
-        f"{args.source_length}, vocab {args.vocab_size}, fp32",
+        f"# beam {args.beam_size}, batch {args.batch_size}, source length "
+        f"{args.source_length}, vocab {args.vocab_size}, fp32; best of {args.repeats} runs "
+        "after one that compiles",
         flush=True,
     )
     header = (
@@ -523,6 +529,7 @@ def main(argv=None):
         json.dumps(
             {
                 "benchmark": "decode_throughput",
+                **machine,
                 "threads": THREADS,
                 "batch_size": args.batch_size,
                 "beam_size": args.beam_size,

@@ -12,29 +12,26 @@ Measures, on the real data of ../shared/data (KT_DATA_DIR):
 then the ratio pipeline / train step (target: >= 10, so the pipeline is never the bottleneck).
 Prints a table, and last one JSON line with the headline figures.
 
-Usage:
-    KT_DATA_DIR=../shared/data python benchmarks/pipeline_throughput.py
-    python benchmarks/pipeline_throughput.py --token-budget 4096 --train-steps 20
+Usage (from the repository root):
+    KT_DATA_DIR=../shared/data python -m benchmarks.pipeline_throughput
+    python -m benchmarks.pipeline_throughput --token-budget 4096 --train-steps 20
 """
 
 import argparse
 import json
 import os
 import pathlib
-import platform
 import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from benchmarks.common import machine_line, machine_record
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("KT_DATA_DIR", "../shared/data"))
     parser.add_argument(
@@ -52,7 +49,7 @@ def parse_args():
         help="timed train steps of the small config (0: skip)",
     )
     parser.add_argument("--seed", type=int, default=1)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def time_epoch(pipeline, seed):
@@ -103,8 +100,8 @@ def time_train_steps(vocabulary, pipeline, steps, seed):
     return tokens / seconds, seconds / steps
 
 
-def main():
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     from keras_transformer.data import TextPairCorpus, TranslationPipeline, train_vocabulary
 
     data = pathlib.Path(args.data_dir)
@@ -166,10 +163,9 @@ def main():
         f"vocabulary: BPE {vocabulary.size} pieces on multi30k + wmt_extra EN-DE "
         f"({sum(c.check().num_pairs for c in corpora.values())} pairs) in {vocab_seconds:.1f} s"
     )
-    print(
-        f"token budget {args.token_budget} per side, max_length {args.max_length}, "
-        f"{os.cpu_count()} CPU cores, TensorFlow {tf.__version__}"
-    )
+    machine = machine_record()
+    print(machine_line(machine))
+    print(f"token budget {args.token_budget} per side, max_length {args.max_length}")
     header = (
         f"{'corpus':<10} {'pairs':>7} {'dropped':>7} {'batches':>7} {'epoch s':>8} "
         f"{'tokens/s':>10} {'pairs/s':>9} {'padding':>8}"
@@ -194,7 +190,7 @@ def main():
             )
     headline = {
         "benchmark": "pipeline_throughput",
-        "machine": f"{os.cpu_count()}-core CPU ({platform.machine()})",
+        **machine,
         "token_budget": args.token_budget,
         "vocab_size": vocabulary.size,
         "vocab_train_s": round(vocab_seconds, 2),

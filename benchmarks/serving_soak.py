@@ -24,23 +24,21 @@ if a check fails.
 Without `--export`, a tiny export (d_model 32, 1 layer, 512 pieces, max_beam_size 4) is built
 first in a child process (which imports keras_transformer), so this process never does.
 
-Usage:
-    python benchmarks/serving_soak.py                                # 8 threads x 1000 requests
-    python benchmarks/serving_soak.py --export saved_models/quickstart/1 --requests 200
+Usage (from the repository root):
+    python -m benchmarks.serving_soak                                # 8 threads x 1000 requests
+    python -m benchmarks.serving_soak --export saved_models/quickstart/1 --requests 200
 """
 
 import argparse
 import json
 import os
-import platform
 import random
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from benchmarks.common import machine_line, machine_record, run_module
 
 BATCH_SIZES = [0, 1, 1, 2, 4, 8, 16, 32]  # 1 twice: single sentences are the common case
 # None: the request leaves every setting out (TF Serving fills the SignatureDef's defaults).
@@ -94,7 +92,6 @@ INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
 
 def build_export(directory):
     """A tiny export under `directory` (run in a child process); prints its path."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import keras
 
     import keras_transformer as kt
@@ -197,12 +194,7 @@ def main():
     workdir = None
     if export is None:
         workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
-        result = subprocess.run(
-            [sys.executable, __file__, "--build", workdir.name],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = run_module("benchmarks.serving_soak", "--build", workdir.name)
         if result.returncode != 0:
             sys.exit(f"building the tiny export failed:\n{result.stderr[-3000:]}")
         export = result.stdout.strip().splitlines()[-1]
@@ -332,10 +324,9 @@ def main():
         "warmup_s": round(warm_s, 1),
         "soak_s": round(soak_s, 1),
         "stopped_by_time_limit": requests < planned,
-        "tensorflow": tf.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
+        **machine_record(["tensorflow", "tensorflow_text"]),
     }
+    print(machine_line(result))
     for failure in failures[:10]:
         print("error:", failure)
     print(

@@ -21,9 +21,10 @@ two attentions; output layer (T,d,V). The backward products of each are the ones
 (`transpose_a`), which oneDNN runs up to a quarter slower than a plain product of the same
 shape on this CPU; both operands of the attention products get a gradient the same way.
 
-Command (idle machine; about 6 minutes for the defaults on a 2-core EPYC):
-    .venv/bin/python benchmarks/step_floor.py
-    .venv/bin/python benchmarks/step_floor.py --configs multi30k --batch 512 --length 16 \\
+Command (from the repository root, on an idle machine; about 6 minutes for the defaults on a
+2-core EPYC):
+    python -m benchmarks.step_floor
+    python -m benchmarks.step_floor --configs multi30k --batch 512 --length 16 \\
         --vocab-size 10000 --precisions bf16
 Prints a table and, last, one JSON line: `{"CONFIG": {"fp32": {"floor_ms": F,
 "floor_gflops": G, "ours_ms": O, "keras_hub_ms": K, "max_over_peer": K / F,
@@ -37,13 +38,9 @@ import argparse
 import json
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import train_throughput as tt  # noqa: E402  (benchmarks/train_throughput.py)
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
-from peers import importable_peers  # noqa: E402  (benchmarks/peers.py)
+from benchmarks import train_throughput as tt
+from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
 
 FORMS = ("forward", "input_grad", "weight_grad")
 
@@ -100,14 +97,8 @@ def time_floor(products, dtype, threads, steps, repeats):
         ]
         return tf.add_n(corners)
 
-    float(step())  # trace
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            float(step())
-        best = min(best, (time.perf_counter() - start) / steps)
-    return best
+    # The first call traces; `float` waits for each step's result.
+    return best_seconds(lambda: float(step()), steps, repeats)
 
 
 def product_flops(products):
@@ -164,7 +155,7 @@ def main(argv=None):
                     "repeats": args.repeats,
                 },
                 timeout=1800,
-                script=__file__,
+                module="benchmarks.step_floor",
             )
             row = {"floor_ms": floor.get("seconds") and round(1000 * floor["seconds"], 3)}
             if row["floor_ms"]:
@@ -211,11 +202,11 @@ def main(argv=None):
             results[name][precision] = row
             lines.append((name, precision, row))
 
-    cpu, flags = cpu_description()
+    machine = machine_record(["tensorflow", "keras", *present])
+    print(machine_line(machine, args.threads))
     print(
-        f"machine: {cpu} ({os.cpu_count()} CPUs; flags: {' '.join(flags)}), threads "
-        f"{args.threads}; batch {args.batch} x {args.length} tokens a side, vocab "
-        f"{args.vocab_size}; best of {args.repeats} x {args.steps} steps\n"
+        f"batch {args.batch} x {args.length} tokens a side, vocab {args.vocab_size}; best of "
+        f"{args.repeats} x {args.steps} steps\n"
     )
     print(
         f"| config | precision | floor ms (GFLOP/s) | ours ms (beyond floor) | "
@@ -243,10 +234,8 @@ def main(argv=None):
         json.dumps(
             {
                 "benchmark": "step_floor",
-                "cpu": cpu,
-                "cpu_flags": flags,
+                **machine,
                 "threads": args.threads,
-                "versions": tt.versions(present),
                 "batch": args.batch,
                 "length": args.length,
                 "vocab_size": args.vocab_size,

@@ -23,9 +23,9 @@ The side environment (about 600 MB; not part of the project):
     python3 -m venv /tmp/tfs220
     /tmp/tfs220/bin/pip install "tensorflow==2.20.0" "tensorflow-text==2.20.0"
 
-Usage (from the project's venv):
+Usage (from the repository root, with the project's venv):
 
-    python benchmarks/tf_serving_compat.py --side-python /tmp/tfs220/bin/python
+    python -m benchmarks.tf_serving_compat --side-python /tmp/tfs220/bin/python
 
 Ends with one JSON line; exit status 1 if any check fails.
 """
@@ -34,11 +34,10 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from benchmarks.common import machine_line, machine_record, run_module
 
 TEXTS = [
     "four hundred twenty-one",
@@ -129,9 +128,7 @@ def serve(path):
 
 
 def run_serve(python, path):
-    result = subprocess.run(
-        [python, __file__, "--serve", str(path)], capture_output=True, text=True, check=False
-    )
+    result = run_module("benchmarks.tf_serving_compat", "--serve", path, python=python)
     if result.returncode != 0:
         sys.exit(f"{python} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -156,13 +153,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tf_serving_compat_") as workdir:
         export = args.export
         if export is None:  # the soak's tiny export: max_beam_size 4, defaults beam 2
-            soak = pathlib.Path(__file__).with_name("serving_soak.py")
-            built = subprocess.run(
-                [sys.executable, str(soak), "--build", workdir],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            built = run_module("benchmarks.serving_soak", "--build", workdir)
             if built.returncode != 0:
                 sys.exit(f"building the export failed:\n{built.stderr[-3000:]}")
             export = built.stdout.strip().splitlines()[-1]
@@ -187,12 +178,15 @@ def main():
         == written["translate_endpoint"]
         == written["runs"][0]["translation"],
     }
+    machine = machine_record(["tensorflow", "tensorflow_text"])
+    print(machine_line(machine))
     for name, passed in checks.items():
         print(f"{'ok  ' if passed else 'FAIL'} {name}")
     print(
         json.dumps(
             {
                 "benchmark": "tf_serving_compat",
+                **machine,
                 "written_by": written["tensorflow"],
                 "served_by": side["tensorflow"],
                 "served_by_tensorflow_text": side["tensorflow_text"],

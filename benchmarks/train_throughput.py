@@ -67,13 +67,13 @@ runs on CUDA (autocast bf16 on "cuda"). fp32 is IEEE float32 on every side (JAX'
 The peak is the best of JAX's and PyTorch's 8192 x 8192 product on the GPU. The same table
 and JSON line, with the GPU named in "device".
 
-Usage:
-    python benchmarks/train_throughput.py [--configs tiny small base] [--precisions fp32 bf16]
+Usage (from the repository root):
+    python -m benchmarks.train_throughput [--configs tiny small base] [--precisions fp32 bf16]
         [--modes xla_off xla_on eager compile] [--peers keras_hub torch] [--batch 32]
         [--length 32] [--vocab-size 8000] [--steps 5] [--repeats 3] [--warmup 3]
         [--attention-dropout 0] [--row-timeout 1800] [--run-slow-bf16]
         [--backend tensorflow|jax]
-    python benchmarks/train_throughput.py --backend jax --configs base big \
+    python -m benchmarks.train_throughput --backend jax --configs base big \
         --batch 256 --length 64 --vocab-size 32000 --steps 10   # one GPU
 """
 
@@ -81,20 +81,20 @@ import argparse
 import json
 import math
 import os
-import pathlib
-import platform
 import subprocess
 import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from machine import CPU_FLAGS, cpu_description  # noqa: E402  (benchmarks/machine.py)
-from peers import importable_peers, speed_ratios  # noqa: E402  (benchmarks/peers.py)
+from benchmarks.common import (
+    best_seconds,
+    importable_peers,
+    machine_line,
+    machine_record,
+    run_module,
+    speed_ratios,
+)
 
 PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
 CONFIGS = {  # name -> (N, d_model, d_ff, h)
@@ -209,20 +209,10 @@ def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
     would take over `budget_s` a product (a precision without fast kernels on this CPU, e.g.
     PyTorch bfloat16 without AVX512-BF16: under 1 GFLOP/s), the probe's rate is kept."""
 
-    def best_seconds(n, times):
-        run = make_product(n)
-        run()
-        seconds = []
-        for _ in range(times):
-            start = time.perf_counter()
-            run()
-            seconds.append(time.perf_counter() - start)
-        return min(seconds)
-
-    probe_seconds = best_seconds(probe, 2)
+    probe_seconds = best_seconds(make_product(probe), repeats=2)
     if probe_seconds * (size / probe) ** 3 > budget_s:
         return 2 * probe**3 / probe_seconds
-    return 2 * size**3 / best_seconds(size, repeats)
+    return 2 * size**3 / best_seconds(make_product(size), repeats=repeats)
 
 
 def gpu_matmul_peaks(precisions, use_torch):
@@ -609,15 +599,9 @@ def run_torch(spec, data):
         return loss.item()
 
     model.train()
-    for _ in range(spec["warmup"]):  # includes compilation
-        step()
-    windows = []
-    for _ in range(spec["repeats"]):
-        start = time.perf_counter()
-        for _ in range(spec["steps"]):
-            step()
-        windows.append(time.perf_counter() - start)
-    return min(windows), sum(p.numel() for p in model.parameters()), spec["mode"] == "compile"
+    # The warm-up steps include compilation; `loss.item()` waits for each step.
+    seconds = spec["steps"] * best_seconds(step, spec["steps"], spec["repeats"], spec["warmup"])
+    return seconds, sum(p.numel() for p in model.parameters()), spec["mode"] == "compile"
 
 
 # -- one row per child process -----------------------------------------------------------------
@@ -653,17 +637,12 @@ def worker(spec):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def in_child(spec, timeout=None, script=__file__):
-    """Runs `script --worker SPEC` (this file's `worker(spec)` by default) in a fresh
-    interpreter and returns what it printed after RESULT_PREFIX; `{"error": ...}` if it died or
-    timed out."""
+def in_child(spec, timeout=None, module="benchmarks.train_throughput"):
+    """Runs `python -m module --worker SPEC` (this module's `worker(spec)` by default) in a
+    fresh interpreter and returns what it printed after RESULT_PREFIX; `{"error": ...}` if it
+    died or timed out."""
     try:
-        process = subprocess.run(
-            [sys.executable, script, "--worker", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        process = run_module(module, "--worker", json.dumps(spec), timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"stopped after --row-timeout {timeout:g} s"}
     for line in reversed(process.stdout.splitlines()):
@@ -678,17 +657,6 @@ def in_child(spec, timeout=None, script=__file__):
 
 
 # -- the run -----------------------------------------------------------------------------------
-
-
-def versions(present):
-    found = {"python": platform.python_version()}
-    for name in ["tensorflow", "jax", "keras", *present]:
-        try:
-            module = __import__(name)
-            found[name] = getattr(module, "__version__", "?")
-        except ImportError:
-            pass
-    return found
 
 
 def main(argv=None):
@@ -835,13 +803,8 @@ def main(argv=None):
                 )
             rows.extend(precision_rows)
 
-    cpu, flags = cpu_description()
-    found = versions(present)
-    print(
-        f"machine: {cpu} ({platform.machine()}, {os.cpu_count()} CPUs; flags: "
-        f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), threads {args.threads}; "
-        + ", ".join(f"{k} {v}" for k, v in found.items())
-    )
+    machine = machine_record(["tensorflow", "jax", "keras", *present])
+    print(machine_line(machine, args.threads))
     device = peaks.get("device")
     if device:
         print(f"device: {device} (backend {args.backend})")
@@ -896,11 +859,8 @@ def main(argv=None):
                 "benchmark": "train_throughput",
                 "backend": args.backend,
                 "device": device or "cpu",
-                "cpu": cpu,
-                "cpu_flags": flags,
-                "cpus": os.cpu_count(),
+                **machine,
                 "threads": args.threads,
-                "versions": found,
                 "peak_gflops": {p: round(v / 1e9, 1) for p, v in peak.items()},
                 "batch": args.batch,
                 "length": args.length,

@@ -1,20 +1,19 @@
-"""benchmarks/peers.py (skipped peers, headline ratios) and the same-work builds of
-benchmarks/train_throughput.py."""
+"""benchmarks/common.py: skipped peers, headline ratios, the best-of-N timing loop, the machine
+description and the child processes that run a benchmark module."""
 
 import doctest
 import io
+import itertools
+import subprocess
 
 import pytest
 
-from tests._training_fixtures import load_benchmark as load
-
-peers = load("peers")
+from benchmarks import common as peers
 
 
 def test_the_module_examples_pass_as_doctests():
-    # As `python -m doctest benchmarks/peers.py` runs them.
     result = doctest.testmod(peers, verbose=False, report=False)
-    assert result.attempted >= 4 and result.failed == 0
+    assert result.attempted >= 6 and result.failed == 0
 
 
 def test_a_missing_peer_is_skipped_with_one_line_and_its_reason():
@@ -89,102 +88,69 @@ def test_a_failed_or_skipped_row_is_no_ratio_and_never_the_best_peer():
     assert alone["over_best_peer"] is None and alone["best_peer"] is None
 
 
-def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
-    """Same work: one tied embedding for source, target and output, no output bias, no
-    learned positions, no final stack LayerNorm on any side. Each of those differences
-    changes the count: ours (tied, 2 x 100 x 32 fewer than untied) is 24576 at these dims,
-    the sum of embedding 3200, encoder layer 8544 and decoder layer 12832 below."""
-    pytest.importorskip("torch")
-    throughput = load("train_throughput")
-    dims, vocab_size = (1, 32, 64, 4), 100  # N, d_model, d_ff, h
-    d, f = 32, 64
-    attention = 4 * (d * d + d)
-    norm = 2 * d
-    feed_forward = d * f + f + f * d + d
-    expected = (
-        vocab_size * d
-        + (attention + feed_forward + 2 * norm)
-        + (2 * attention + feed_forward + 3 * norm)
+def test_the_timing_loop_keeps_the_best_window_and_lets_the_calls_take_turns():
+    """A fake clock: each call advances it by the next of its own durations, so the windows'
+    lengths are known by hand."""
+    now = [0.0]
+    order = []
+
+    def call_taking(name, durations):
+        durations = iter(durations)
+
+        def call():
+            order.append(name)
+            now[0] += next(durations)
+            return name
+
+        return call
+
+    waited = []
+    best = peers.best_seconds_each(
+        {
+            # warm-up 5.0 (untimed), then windows of 2 calls: 1+3, 0.5+0.5, 2+2
+            "a": call_taking("a", [5.0, 1.0, 3.0, 0.5, 0.5, 2.0, 2.0]),
+            "b": call_taking("b", [9.0, 4.0, 4.0, 3.0, 1.0, 1.0, 1.0]),
+        },
+        steps=2,
+        repeats=3,
+        warmup=1,
+        wait=waited.append,
+        clock=lambda: now[0],
     )
-    ours = throughput.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
-    # --backend jax trains the Transformer itself (TrainingModel is TensorFlow-only).
-    plain = throughput.build_ours(dims, vocab_size, "fp32", 0.0, plain=True)
-    assert type(plain).__name__ == "Transformer" and plain.count_params() == expected
-    keras_hub = throughput.build_keras_hub(dims, vocab_size, "fp32", 0.0).count_params()
-    torch_model = throughput.build_torch(dims, vocab_size, 0.0)
-    torch_count = sum(p.numel() for p in torch_model.parameters())
-    assert expected == 24576
-    assert ours == keras_hub == torch_count == expected
+    assert best == {"a": 0.5, "b": 1.0}  # (0.5 + 0.5) / 2 and (1 + 1) / 2: per call
+    assert order == ["a", "b"] + ["a", "a", "b", "b"] * 3  # warm-ups, then windows by turns
+    assert waited == ["a", "b"] + ["a", "b"] * 3  # each warm-up's and each window's last result
 
 
-def test_bf16_rows_are_skipped_only_where_the_bf16_matmul_is_under_a_quarter_of_fp32():
-    throughput = load("train_throughput")
-    peaks = {
-        "fp32": {"tensorflow": 30e9, "torch": 40e9},
-        "bf16": {"tensorflow": 7.5e9, "torch": 0.4e9},
-    }  # exactly 0.25x, and 0.01x
-    assert throughput.slow_bf16(peaks, "tensorflow") is None
-    reason = throughput.slow_bf16(peaks, "torch")
-    assert reason.startswith("torch's bfloat16 matmul runs at 0.4 GFLOP/s") and "40.0" in reason
-    assert throughput.slow_bf16({"fp32": peaks["fp32"]}, "torch") is None  # bf16 not measured
+def test_best_seconds_is_the_loop_for_one_call():
+    ticks = itertools.count(0.0, 0.25)  # every reading of the clock advances it by 0.25 s
+    calls = []
+    seconds = peers.best_seconds(
+        lambda: calls.append(1), steps=4, repeats=2, warmup=3, clock=lambda: next(ticks)
+    )
+    assert seconds == 0.25 / 4 and len(calls) == 3 + 2 * 4
 
 
-def test_every_step_gets_the_same_batch_from_tf_data_and_from_the_tiled_jax_arrays():
-    throughput = load("train_throughput")
-    source, target, labels = data = throughput.make_batch(4, 5, 100)
-    spec = {"warmup": 1, "repeats": 2, "steps": 3}  # 7 steps in all
-    tiled = throughput.keras_inputs({**spec, "backend": "jax"}, data)
-    assert tiled["batch_size"] == 4 and tiled["x"]["source_ids"].shape == (28, 5)
-    for step in range(7):
-        rows = slice(4 * step, 4 * step + 4)
-        assert (tiled["x"]["source_ids"][rows] == source).all()
-        assert (tiled["x"]["target_ids"][rows] == target).all()
-        assert (tiled["y"][rows] == labels).all()
-    pytest.importorskip("tensorflow")
-    repeated = throughput.keras_inputs({**spec, "backend": "tensorflow"}, data, nested=True)
-    assert repeated["steps_per_epoch"] == 7
-    ((features, batch_labels),) = next(iter(repeated["x"]))
-    assert (features["source_ids"].numpy() == source).all()
-    assert (batch_labels.numpy() == labels).all()
+def test_the_machine_record_names_the_cpu_its_flags_and_the_versions():
+    record = peers.machine_record(["json", "no_such_module_kt"])
+    assert set(record) == {"cpu", "cpu_flags", "cpus", "arch", "versions"}
+    assert set(record["cpu_flags"]) <= set(peers.CPU_FLAGS)
+    assert list(record["versions"]) == ["python", "json"]  # a missing module is left out
+    line = peers.machine_line(record, threads=3)
+    assert line.startswith(f"machine: {record['cpu']} (") and ", threads 3; python " in line
 
 
-def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
-    """Same update on both Keras sides: Adam (0.9, 0.98, 1e-9) on the same Noam schedule;
-    ours is `FusedAdam` (part of our product), keras-hub gets Keras's own Adam."""
-    pytest.importorskip("keras_hub")
-    import keras
-
-    from keras_transformer import FusedAdam, NoamSchedule
-
-    throughput = load("train_throughput")
-    optimizers = []
-
-    def fake_time_keras(model, inputs, steps, repeats, warmup):
-        optimizers.append(model.optimizer)
-        return 1.0
-
-    monkeypatch.setattr(throughput, "time_keras", fake_time_keras)
-    spec = {
-        "dims": (1, 32, 64, 4),
-        "vocab_size": 100,
-        "precision": "fp32",
-        "attention_dropout": 0.0,
-        "backend": "tensorflow",
-        "mode": "xla_off",
-        "warmup": 1,
-        "repeats": 1,
-        "steps": 1,
-    }
-    data = throughput.make_batch(2, 5, 100)
-    throughput.run_ours(spec, data)
-    throughput.run_keras_hub(spec, data)
-    ours, hub = optimizers
-    assert type(ours) is FusedAdam and type(hub) is keras.optimizers.Adam
-    for optimizer in (ours, hub):
-        assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
-        assert isinstance(optimizer._learning_rate, NoamSchedule)
-        assert optimizer._learning_rate.get_config() == {
-            "d_model": 32,
-            "warmup_steps": 4000,
-            "scale": 1.0,
-        }
+def test_a_child_runs_a_benchmark_module_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    process = peers.run_module("benchmarks.common", python=None, timeout=120)
+    assert process.returncode == 0, process.stderr
+    assert peers.module_command("benchmarks.x", "--worker", 3)[1:] == [
+        "-m",
+        "benchmarks.x",
+        "--worker",
+        "3",
+    ]
+    assert peers.child_environment()["PYTHONPATH"].split(":") == [str(peers.ROOT), "/elsewhere"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        peers.run_module("benchmarks.common", timeout=1e-3)

@@ -1,15 +1,15 @@
-"""benchmarks/dropout_throughput.py: rows for both precisions, a missing PyTorch is one line,
+"""benchmarks/micro/dropout_throughput.py: rows for both precisions, a missing PyTorch is one line,
 the kept-fraction check sees a broken dropout, and the JSON line holds the figures."""
 
 import json
 
 import numpy as np
 
-from tests._training_fixtures import load_benchmark, load_pipeline
+from benchmarks.micro import dropout_throughput as bench
+from tests._training_fixtures import load_pipeline
 
 
 def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
-    bench = load_benchmark("dropout_throughput")
     headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
     out = capsys.readouterr().out.strip().splitlines()
     assert json.loads(out[-1]) == json.loads(json.dumps(headline))
@@ -22,7 +22,6 @@ def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
 
 
 def test_the_multi30k_shape_is_the_recipes():
-    bench = load_benchmark("dropout_throughput")
     recipe = load_pipeline("multi30k").multi30k_config("data")
     assert bench.SHAPES["multi30k"] == (
         recipe["data"]["token_budget"],
@@ -32,16 +31,19 @@ def test_the_multi30k_shape_is_the_recipes():
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):
-    bench = load_benchmark("dropout_throughput")
-    monkeypatch.setattr(bench, "torch_call", lambda shape, rate, dtype: None)
+    monkeypatch.setitem(bench.PEER_MODULES, "torch", "no_such_module_kt")
     headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
-    out = capsys.readouterr().out
-    assert headline["skipped_peers"] == {"torch": "PyTorch is not installed"}
-    assert "torch: skipped (PyTorch is not installed)" in out and "Traceback" not in out
+    out, err = capsys.readouterr()
+    assert headline["skipped_peers"] == {"torch": "No module named 'no_such_module_kt'"}
+    notices = [line for line in err.splitlines() if line.startswith("# skipping peer")]
+    assert notices == [
+        "# skipping peer torch: No module named 'no_such_module_kt' "
+        '(pip install -e ".[bench]" installs every peer)'
+    ]
+    assert "Traceback" not in out + err
 
 
 def test_the_kept_fraction_check_sees_a_wrong_rate():
-    bench = load_benchmark("dropout_throughput")
     rng = np.random.default_rng(0)
     shape = (1024, 256)
     kept_70 = np.where(rng.random(shape) >= 0.3, 1.0, 0.0).astype("float32")
@@ -51,7 +53,6 @@ def test_the_kept_fraction_check_sees_a_wrong_rate():
 
 
 def test_a_dropout_that_keeps_everything_is_flagged(capsys, monkeypatch):
-    bench = load_benchmark("dropout_throughput")
 
     class KeepsAll(bench.Dropout):
         def call(self, inputs, training=False):

@@ -1,13 +1,13 @@
-"""benchmarks/layer_norm_throughput.py: rows for both precisions, ours checked against Keras's,
+"""benchmarks/micro/layer_norm_throughput.py: rows for both precisions, ours checked against Keras's,
 a missing PyTorch is one line, and the JSON line holds the figures."""
 
 import json
 
-from tests._training_fixtures import load_benchmark, load_pipeline
+from benchmarks.micro import layer_norm_throughput as bench
+from tests._training_fixtures import load_pipeline
 
 
 def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
-    bench = load_benchmark("layer_norm_throughput")
     headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
     out = capsys.readouterr().out.strip().splitlines()
     assert json.loads(out[-1]) == json.loads(json.dumps(headline))
@@ -20,7 +20,6 @@ def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
 
 
 def test_a_wrong_layer_norm_shows_in_the_difference(capsys, monkeypatch):
-    bench = load_benchmark("layer_norm_throughput")
 
     class NoCentring(bench.LayerNormalization):
         def call(self, inputs):
@@ -32,7 +31,6 @@ def test_a_wrong_layer_norm_shows_in_the_difference(capsys, monkeypatch):
 
 
 def test_the_shapes_are_the_recipes():
-    bench = load_benchmark("layer_norm_throughput")
     multi30k = load_pipeline("multi30k").multi30k_config("data")
     assert bench.SHAPES["multi30k"] == (
         multi30k["data"]["token_budget"],
@@ -45,9 +43,13 @@ def test_the_shapes_are_the_recipes():
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):
-    bench = load_benchmark("layer_norm_throughput")
-    monkeypatch.setattr(bench, "torch_call", lambda shape, dtype: None)
+    monkeypatch.setitem(bench.PEER_MODULES, "torch", "no_such_module_kt")
     headline = bench.main(["--configs", "small", "--steps", "1", "--repeats", "1"])
-    out = capsys.readouterr().out
-    assert headline["skipped_peers"] == {"torch": "PyTorch is not installed"}
-    assert "torch: skipped (PyTorch is not installed)" in out and "Traceback" not in out
+    out, err = capsys.readouterr()
+    assert headline["skipped_peers"] == {"torch": "No module named 'no_such_module_kt'"}
+    notices = [line for line in err.splitlines() if line.startswith("# skipping peer")]
+    assert notices == [
+        "# skipping peer torch: No module named 'no_such_module_kt' "
+        '(pip install -e ".[bench]" installs every peer)'
+    ]
+    assert "Traceback" not in out + err

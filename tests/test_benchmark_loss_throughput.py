@@ -1,13 +1,12 @@
-"""benchmarks/loss_throughput.py: both sides compute the same loss and gradients, and the
-JSON line holds the figures benchmarks/README.md records."""
+"""benchmarks/micro/loss_throughput.py: both sides compute the same loss and gradients, and the
+JSON line holds the headline figures."""
 
 import json
 
-from tests._training_fixtures import load_benchmark
+from benchmarks.micro import loss_throughput as bench
 
 
 def test_plain_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
-    bench = load_benchmark("loss_throughput")
     headline = bench.main(
         [
             "--tokens",
@@ -41,7 +40,6 @@ def test_plain_side_is_the_training_loss_of_the_logits():
     label-smoothed cross-entropy of float32 logits; checked against NumPy here."""
     import numpy as np
 
-    bench = load_benchmark("loss_throughput")
     hidden, matrix, labels = bench.make_inputs(32, 8, 50)
     loss = bench.make_step("plain", "float32", labels)(hidden, matrix)[0]
     logits = np.asarray(hidden, "float64") @ np.asarray(matrix.numpy(), "float64").T

@@ -1,13 +1,13 @@
-"""benchmarks/optimizer_throughput.py: the Keras sides make the same update, a missing PyTorch
-is one line, and the JSON line holds the figures benchmarks/README.md records."""
+"""benchmarks/micro/optimizer_throughput.py: the Keras sides make the same update, a missing PyTorch
+is one line, and the JSON line holds the headline figures."""
 
 import json
 
-from tests._training_fixtures import load_benchmark, load_pipeline
+from benchmarks.micro import optimizer_throughput as bench
+from tests._training_fixtures import load_pipeline
 
 
 def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
-    bench = load_benchmark("optimizer_throughput")
     headline = bench.main(["--configs", "tiny", "--steps", "1", "--repeats", "1"])
     out = capsys.readouterr().out.strip().splitlines()
     assert json.loads(out[-1]) == json.loads(json.dumps(headline))
@@ -22,7 +22,6 @@ def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
 
 
 def test_the_multi30k_row_has_the_recipes_dims():
-    bench = load_benchmark("optimizer_throughput")
     recipe = load_pipeline("multi30k").multi30k_config("data")
     model = recipe["model"]
     assert bench.CONFIGS["multi30k"] == (
@@ -35,12 +34,16 @@ def test_the_multi30k_row_has_the_recipes_dims():
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):
-    bench = load_benchmark("optimizer_throughput")
-    monkeypatch.setattr(bench, "torch_update", lambda shapes: None)
+    monkeypatch.setitem(bench.PEER_MODULES, "torch", "no_such_module_kt")
     headline = bench.main(["--configs", "tiny", "--steps", "1", "--repeats", "1"])
-    out = capsys.readouterr().out
-    assert headline["skipped_peers"] == {"torch": "PyTorch is not installed"}
-    assert "torch: skipped (PyTorch is not installed)" in out and "Traceback" not in out
+    out, err = capsys.readouterr()
+    assert headline["skipped_peers"] == {"torch": "No module named 'no_such_module_kt'"}
+    notices = [line for line in err.splitlines() if line.startswith("# skipping peer")]
+    assert notices == [
+        "# skipping peer torch: No module named 'no_such_module_kt' "
+        '(pip install -e ".[bench]" installs every peer)'
+    ]
+    assert "Traceback" not in out + err
     assert "torch_ms" not in headline["tiny"]
 
 
@@ -51,7 +54,6 @@ def test_the_comparison_sees_a_wrong_update():
     import numpy as np
     import tensorflow as tf
 
-    bench = load_benchmark("optimizer_throughput")
     variables = [keras.Variable(np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4))]
     gradients = [tf.constant(np.full((3, 4), 1e-3, "float32"))]
     assert bench.same_updates(variables, gradients) < 1e-6

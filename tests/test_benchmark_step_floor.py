@@ -1,14 +1,12 @@
 """benchmarks/step_floor.py: the floor runs exactly the products of a train step, and its JSON
-line holds the figures benchmarks/README.md records."""
+line holds each side's step and the ratios."""
 
 import json
 
 import pytest
 
-from tests._training_fixtures import load_benchmark
-
-floor = load_benchmark("step_floor")
-throughput = load_benchmark("train_throughput")
+from benchmarks import step_floor as floor
+from benchmarks import train_throughput as throughput
 
 
 def test_a_tiny_step_has_the_hand_counted_products():

@@ -14,34 +14,25 @@ a config's train step (`--configs`: the Multi30k recipe's 8192 x 128, `train_thr
   one line when PyTorch is not installed.
 
 Each row is the best of `--repeats` windows of `--steps` calls, the rows' windows taking
-turns. Ours is also checked: the kept
-fraction of its last mask must be within 5 standard deviations of `1 - rate`. Prints a table
-and last one JSON line.
+turns (`common.best_seconds_each`). Ours is also checked: the kept fraction of its last mask
+must be within 5 standard deviations of `1 - rate`. Prints a table and last one JSON line.
 
-Usage:
-    python benchmarks/dropout_throughput.py
-    python benchmarks/dropout_throughput.py --configs small --steps 20
+Usage (from the repository root):
+    python -m benchmarks.micro.dropout_throughput
+    python -m benchmarks.micro.dropout_throughput --configs small --steps 20
 """
 
 import argparse
 import json
-import os
-import pathlib
-import sys
-import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
+from benchmarks.common import best_seconds_each, importable_peers, machine_line, machine_record
+from keras_transformer.layers import Dropout
 
-from keras_transformer.layers import Dropout  # noqa: E402
-
+PEER_MODULES = {"torch": "torch"}
 # name -> (tokens, d_model, rate): one activation of the config's batch.
 SHAPES = {
     "multi30k": (8192, 128, 0.3),  # pipelines/multi30k.py: 8192 tokens, dropout 0.3
@@ -76,24 +67,10 @@ def keras_step(layer):
 
 
 def best_milliseconds(calls, steps, repeats):
-    """`{name: best ms per call}`: the windows of the calls take turns (a machine that slows
-    down or speeds up during the run affects every row alike), after `steps` warm-up calls
-    each (tracing, allocation)."""
-
-    def window(call):
-        started = time.perf_counter()
-        for _ in range(steps):
-            out = call()
-        np.asarray(out)  # wait for the last result
-        return (time.perf_counter() - started) / steps * 1e3
-
-    for call in calls.values():
-        window(call)
-    best = {name: float("inf") for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            best[name] = min(best[name], window(call))
-    return best
+    """`{name: best ms per call}`, the windows of the calls taking turns after `steps` warm-up
+    calls each (tracing, allocation)."""
+    seconds = best_seconds_each(calls, steps, repeats, warmup=steps, wait=np.asarray)
+    return {name: value * 1e3 for name, value in seconds.items()}
 
 
 def kept_fraction_is_plausible(mask_output, rate):
@@ -104,11 +81,9 @@ def kept_fraction_is_plausible(mask_output, rate):
 
 
 def torch_call(shape, rate, dtype, seed=0):
-    """PyTorch's dropout forward and backward on one tensor, or None without PyTorch."""
-    try:
-        import torch
-    except ImportError:
-        return None
+    """PyTorch's dropout forward and backward on one tensor."""
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(shape, generator=generator).to(getattr(torch, dtype)).requires_grad_()
 
@@ -117,27 +92,22 @@ def torch_call(shape, rate, dtype, seed=0):
         (grad,) = torch.autograd.grad(y.float().square().sum(), x)
         return grad.float().numpy()
 
-    return call, torch.__version__
+    return call
 
 
 def main(argv=None):
     args = parse_args(argv)
-    cpu, flags = cpu_description()
-    print(
-        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-        "default threads; one dropout, forward and backward"
-    )
+    peers, skipped_peers = importable_peers(["torch"], PEER_MODULES)
+    machine = machine_record(["tensorflow", "keras", *peers])
+    print(machine_line(machine) + "; default threads; one dropout, forward and backward")
     print("| config | activation | dtype | system | ms per call | x keras |")
     print("|---|---|---|---|---:|---:|")
     headline = {
         "benchmark": "dropout_throughput",
-        "cpu": cpu,
-        "cpu_flags": flags,
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
+        **machine,
         "steps": args.steps,
         "repeats": args.repeats,
-        "skipped_peers": {},
+        "skipped_peers": skipped_peers,
     }
     for name in args.configs:
         tokens, d_model, rate = SHAPES[name]
@@ -154,12 +124,8 @@ def main(argv=None):
                 "ours": keras_step(ours_layer),
             }
             calls = {kind: (lambda s=step, x=x: s(x)[0]) for kind, step in steps.items()}
-            peer = torch_call(shape, rate, dtype)
-            if peer is None:
-                headline["skipped_peers"]["torch"] = "PyTorch is not installed"
-            else:
-                calls["torch"] = peer[0]
-                headline["torch_version"] = peer[1]
+            if "torch" in peers:
+                calls["torch"] = torch_call(shape, rate, dtype)
             ms = best_milliseconds(calls, args.steps, args.repeats)
             plausible = kept_fraction_is_plausible(steps["ours"](x)[1], rate)
             row = {kind: round(value, 3) for kind, value in ms.items()}
@@ -174,8 +140,6 @@ def main(argv=None):
                         f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |"
                     )
             headline[name][precision] = row
-    if "torch" in headline["skipped_peers"]:
-        print("torch: skipped (PyTorch is not installed)")
     for name in args.configs:
         for precision, row in headline[name].items():
             if not row["ours_kept_fraction_plausible"]:

@@ -19,30 +19,23 @@ same input: the largest difference of the output and of each gradient, relative 
 largest magnitude of Keras's, goes in the JSON line (`max_relative_difference`). Prints a
 table and last one JSON line.
 
-Usage:
-    python benchmarks/layer_norm_throughput.py
-    python benchmarks/layer_norm_throughput.py --configs small --steps 20
+Usage (from the repository root):
+    python -m benchmarks.micro.layer_norm_throughput
+    python -m benchmarks.micro.layer_norm_throughput --configs small --steps 20
 """
 
 import argparse
 import json
-import os
-import pathlib
-import sys
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from dropout_throughput import best_milliseconds  # noqa: E402  (benchmarks/)
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
+from benchmarks.common import importable_peers, machine_line, machine_record
+from benchmarks.micro.dropout_throughput import best_milliseconds
+from keras_transformer.layers import LayerNormalization
 
-from keras_transformer.layers import LayerNormalization  # noqa: E402
-
+PEER_MODULES = {"torch": "torch"}
 # name -> (tokens, d_model): one activation of the config's batch.
 SHAPES = {
     "multi30k": (8192, 128),  # pipelines/multi30k.py: 8192 tokens, d_model 128
@@ -104,11 +97,9 @@ def max_relative_difference(ours, theirs):
 
 
 def torch_call(shape, dtype, seed=0):
-    """PyTorch's layer norm forward and backward on one tensor, or None without PyTorch."""
-    try:
-        import torch
-    except ImportError:
-        return None
+    """PyTorch's layer norm forward and backward on one tensor."""
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(shape, generator=generator).to(getattr(torch, dtype)).requires_grad_()
     gamma = torch.ones(shape[-1], requires_grad=True)
@@ -121,27 +112,24 @@ def torch_call(shape, dtype, seed=0):
         grads = torch.autograd.grad((y.to(x.dtype).float() * weights).sum(), [x, gamma, beta])
         return grads[0].float().numpy()
 
-    return call, torch.__version__
+    return call
 
 
 def main(argv=None):
     args = parse_args(argv)
-    cpu, flags = cpu_description()
+    peers, skipped_peers = importable_peers(["torch"], PEER_MODULES)
+    machine = machine_record(["tensorflow", "keras", *peers])
     print(
-        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-        "default threads; one layer normalization, forward and backward"
+        machine_line(machine) + "; default threads; one layer normalization, forward and backward"
     )
     print("| config | activation | dtype | system | ms per call | x keras |")
     print("|---|---|---|---|---:|---:|")
     headline = {
         "benchmark": "layer_norm_throughput",
-        "cpu": cpu,
-        "cpu_flags": flags,
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
+        **machine,
         "steps": args.steps,
         "repeats": args.repeats,
-        "skipped_peers": {},
+        "skipped_peers": skipped_peers,
     }
     for name in args.configs:
         tokens, d_model = SHAPES[name]
@@ -159,12 +147,8 @@ def main(argv=None):
                 "ours": keras_step(built_layer(LayerNormalization, d_model, dtype), weights),
             }
             calls = {kind: (lambda s=step, x=x: s(x)[0][0]) for kind, step in steps.items()}
-            peer = torch_call(shape, dtype)
-            if peer is None:
-                headline["skipped_peers"]["torch"] = "PyTorch is not installed"
-            else:
-                calls["torch"] = peer[0]
-                headline["torch_version"] = peer[1]
+            if "torch" in peers:
+                calls["torch"] = torch_call(shape, dtype)
             ms = best_milliseconds(calls, args.steps, args.repeats)
             (ours_grads, ours_y), (keras_grads, keras_y) = steps["ours"](x), steps["keras"](x)
             row = {kind: round(value, 3) for kind, value in ms.items()}
@@ -181,8 +165,6 @@ def main(argv=None):
                         f"{row[kind]:.3f} | {ms['keras'] / row[kind]:.2f} |"
                     )
             headline[name][precision] = row
-    if "torch" in headline["skipped_peers"]:
-        print("torch: skipped (PyTorch is not installed)")
     print(json.dumps(headline))
     return headline
 

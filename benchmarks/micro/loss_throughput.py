@@ -14,29 +14,20 @@ default threads. Each row is the best of `--repeats` windows of `--steps` calls.
 the gradients of the two sides are compared (largest relative difference). Prints a table and
 last one JSON line.
 
-Usage:
-    python benchmarks/loss_throughput.py                       # Multi30k dims, both precisions
-    python benchmarks/loss_throughput.py --tokens 1024 --vocab 8000 --d-model 256
+Usage (from the repository root):
+    python -m benchmarks.micro.loss_throughput                 # Multi30k dims, both precisions
+    python -m benchmarks.micro.loss_throughput --tokens 1024 --vocab 8000 --d-model 256
 """
 
 import argparse
 import json
-import os
-import pathlib
-import sys
-import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
-
-from keras_transformer.losses import LabelSmoothedCrossEntropy  # noqa: E402
-from keras_transformer.training.fused_loss import chunk_tokens, fused_projection_loss  # noqa: E402
+from benchmarks.common import best_seconds, machine_line, machine_record
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.fused_loss import chunk_tokens, fused_projection_loss
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
 
@@ -93,16 +84,12 @@ def make_step(kind, dtype, labels, chunk=None):
     return step
 
 
-def best_seconds(step, hidden, matrix, steps, repeats):
-    outputs = step(hidden, matrix)  # trace
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(steps):
-            outputs = step(hidden, matrix)
-        outputs[-1].numpy()
-        best = min(best, (time.perf_counter() - started) / steps)
-    return best, [np.asarray(x, dtype="float64") for x in outputs]
+def time_step(step, hidden, matrix, steps, repeats):
+    """`(best seconds per call, the outputs as float64 arrays)`; the first call traces."""
+    seconds = best_seconds(
+        lambda: step(hidden, matrix), steps, repeats, wait=lambda outputs: outputs[-1].numpy()
+    )
+    return seconds, [np.asarray(x, dtype="float64") for x in step(hidden, matrix)]
 
 
 def relative_difference(a, b):
@@ -114,31 +101,27 @@ def main(argv=None):
     hidden, matrix, labels = make_inputs(args.tokens, args.d_model, args.vocab)
     chunks = args.chunks or [chunk_tokens(args.vocab)]
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
-    cpu, flags = cpu_description()
-    print(
-        f"tokens {args.tokens}, d_model {args.d_model}, V {args.vocab}; {cpu} "
-        f"({' '.join(flags)}), TensorFlow {tf.__version__}, default threads"
-    )
+    machine = machine_record()
+    print(machine_line(machine) + "; default threads")
+    print(f"tokens {args.tokens}, d_model {args.d_model}, V {args.vocab}")
     print("| precision | kind | chunk | ms (fwd+bwd) | tokens/s | x plain | max rel. diff |")
     print("|---|---|---:|---:|---:|---:|---:|")
     headline = {
         "benchmark": "loss_throughput",
-        "cpu": cpu,
-        "cpu_flags": flags,
-        "tensorflow": tf.__version__,
+        **machine,
         "tokens": args.tokens,
         "d_model": args.d_model,
         "vocab": args.vocab,
     }
     for precision in precisions:
         dtype = PRECISIONS[precision]
-        plain, reference = best_seconds(
+        plain, reference = time_step(
             make_step("plain", dtype, labels), hidden, matrix, args.steps, args.repeats
         )
         print(f"| {precision} | plain | | {plain * 1e3:.1f} | {args.tokens / plain:.0f} | 1.00 | |")
         rows = {}
         for chunk in chunks:
-            seconds, outputs = best_seconds(
+            seconds, outputs = time_step(
                 make_step("fused", dtype, labels, chunk), hidden, matrix, args.steps, args.repeats
             )
             difference = relative_difference(outputs, reference)

@@ -17,31 +17,23 @@ default threads. Each row is the best of `--repeats` windows of `--steps` update
 timing, the two Keras sides run the same updates from the same start and their weights are
 compared (largest relative difference). Prints a table and last one JSON line.
 
-Usage:
-    python benchmarks/optimizer_throughput.py
-    python benchmarks/optimizer_throughput.py --configs base --steps 10
+Usage (from the repository root):
+    python -m benchmarks.micro.optimizer_throughput
+    python -m benchmarks.micro.optimizer_throughput --configs base --steps 10
 """
 
 import argparse
 import json
-import os
-import pathlib
-import sys
-import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import keras
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from machine import cpu_description  # noqa: E402  (benchmarks/machine.py)
-from train_throughput import CONFIGS as THROUGHPUT_CONFIGS  # noqa: E402
+from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
+from benchmarks.train_throughput import CONFIGS as THROUGHPUT_CONFIGS
+from keras_transformer import FusedAdam, TransformerConfig, build_model
 
-from keras_transformer import FusedAdam, TransformerConfig, build_model  # noqa: E402
-
+PEER_MODULES = {"torch": "torch"}
 # (layers, d_model, d_ff, heads, vocabulary): tiny, small and base as train_throughput.py's
 # (vocabulary 8000, its default); multi30k as pipelines/multi30k.py's recipe.
 CONFIGS = {name: dims + (8000,) for name, dims in THROUGHPUT_CONFIGS.items()}
@@ -80,25 +72,10 @@ def keras_update(optimizer_class, variables, gradients):
     return tf.function(lambda: optimizer.apply(gradients, variables))
 
 
-def best_seconds(update, steps, repeats, sync=lambda: None):
-    update()  # trace / first call
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(steps):
-            update()
-        sync()
-        best = min(best, (time.perf_counter() - started) / steps)
-    return best
-
-
 def torch_update(shapes, seed=0):
-    """PyTorch's fastest Adam on tensors of `shapes`, or None when PyTorch is missing."""
-    try:
-        import torch
-    except ImportError:
-        return None
+    """PyTorch's fastest Adam on tensors of `shapes`: `(its step, "fused" or "foreach")`."""
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     params = [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in shapes]
     for param in params:
@@ -110,7 +87,7 @@ def torch_update(shapes, seed=0):
         optimizer, kind = torch.optim.Adam(params, fused=True, **options), "fused"
     except (RuntimeError, TypeError, ValueError):  # no fused CPU Adam in this PyTorch
         optimizer, kind = torch.optim.Adam(params, foreach=True, **options), "foreach"
-    return optimizer.step, kind, torch.__version__
+    return optimizer.step, kind
 
 
 def same_updates(variables, gradients, steps=3):
@@ -132,22 +109,20 @@ def same_updates(variables, gradients, steps=3):
 
 def main(argv=None):
     args = parse_args(argv)
-    cpu, flags = cpu_description()
+    peers, skipped_peers = importable_peers(["torch"], PEER_MODULES)
+    machine = machine_record(["tensorflow", "keras", *peers])
     print(
-        f"{cpu} ({' '.join(flags)}), TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-        "default threads; one Adam update of every trainable variable, float32"
+        machine_line(machine)
+        + "; default threads; one Adam update of every trainable variable, float32"
     )
     print("| config | params | system | ms per update | x keras | max rel. diff |")
     print("|---|---:|---|---:|---:|---:|")
     headline = {
         "benchmark": "optimizer_throughput",
-        "cpu": cpu,
-        "cpu_flags": flags,
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
+        **machine,
         "steps": args.steps,
         "repeats": args.repeats,
-        "skipped_peers": {},
+        "skipped_peers": skipped_peers,
     }
     for name in args.configs:
         variables = model_variables(CONFIGS[name])
@@ -159,7 +134,7 @@ def main(argv=None):
             kind: best_seconds(keras_update(cls, variables, gradients), args.steps, args.repeats)
             for kind, cls in (("keras", keras.optimizers.Adam), ("fused", FusedAdam))
         }
-        peer = torch_update([tuple(v.shape) for v in variables])
+
         row = {
             "params": params,
             "keras_ms": round(seconds["keras"] * 1e3, 2),
@@ -172,24 +147,19 @@ def main(argv=None):
             f"| {name} | {params / 1e6:.2f}M | FusedAdam (ours) | {row['fused_ms']:.1f} | "
             f"{row['fused_over_keras']:.2f} | {difference:.1e} |"
         )
-        if peer is None:
-            headline["skipped_peers"]["torch"] = "PyTorch is not installed"
-        else:
-            step, kind, version = peer
+        if "torch" in peers:
+            step, kind = torch_update([tuple(v.shape) for v in variables])
             torch_seconds = best_seconds(step, args.steps, args.repeats)
             row.update(
                 torch_ms=round(torch_seconds * 1e3, 2),
                 torch_kind=kind,
                 fused_over_torch=round(torch_seconds / seconds["fused"], 3),
             )
-            headline["torch"] = version
             print(
                 f"| {name} | {params / 1e6:.2f}M | torch Adam ({kind}) | "
                 f"{row['torch_ms']:.1f} | {seconds['keras'] / torch_seconds:.2f} | |"
             )
         headline[name] = row
-    if "torch" in headline["skipped_peers"]:
-        print("torch: skipped (PyTorch is not installed)")
     print(json.dumps(headline))
     return headline
 

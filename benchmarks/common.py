@@ -1,0 +1,264 @@
+"""What every benchmark shares: its environment, the machine it ran on, its optional peers,
+the best-of-N timing loop, and child processes that run a benchmark module.
+
+Standard library only at import time: `tf_serving_compat` runs this package in a side
+environment that holds nothing but TensorFlow, and `serving_soak`'s server process must not
+import keras_transformer.
+
+Peers (PyTorch, CTranslate2, keras-hub) are measured against, not used, by keras-transformer;
+`pip install -e ".[bench]"` installs every one. A benchmark asks `importable_peers` which of
+the peers it was told to run can be imported, runs those, and records the others (with the
+reason) under `"skipped_peers"` in its JSON line, so that a result without a peer is never
+mistaken for a complete one.
+
+Example (a module that is never installed stands in for a missing peer; the notice goes to
+stderr unless told otherwise, here stdout so that doctest sees it):
+    >>> present, skipped = importable_peers(
+    ...     ["ours", "ct2"], {"ct2": "not_installed_ct2"}, stream=sys.stdout)
+    ... # doctest: +ELLIPSIS
+    # skipping peer ct2: No module named 'not_installed_ct2' (pip install -e ".[bench]" ...)
+    >>> present, skipped
+    (['ours'], {'ct2': "No module named 'not_installed_ct2'"})
+    >>> model, flags = cpu_description()
+    >>> set(flags) <= set(CPU_FLAGS)
+    True
+"""
+
+import importlib
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: where `benchmarks` imports
+INSTALL_HINT = 'pip install -e ".[bench]" installs every peer'
+# What decides the speed of our kernels: vector width, fused multiply-add, and the bfloat16
+# and int8 instructions oneDNN uses when they are there.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def set_environment_defaults():
+    """The TensorFlow backend and quiet TensorFlow logs, unless the caller's environment says
+    otherwise; run by `import benchmarks`, before any benchmark imports Keras."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# -- the machine -------------------------------------------------------------------------------
+
+
+def cpu_description():
+    """`(model name, [the flags of CPU_FLAGS it has])` from /proc/cpuinfo (Linux)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    return model, [flag for flag in CPU_FLAGS if flag in flags]
+
+
+def versions(names=("tensorflow", "keras")):
+    """`{"python": V, name: V, ...}` for the named modules that import (the others left out)."""
+    found = {"python": platform.python_version()}
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        found[name] = getattr(module, "__version__", "?")
+    return found
+
+
+def machine_record(names=("tensorflow", "keras")):
+    """The machine fields of every benchmark's JSON line: results are only comparable on the
+    same CPU model and flags."""
+    cpu, flags = cpu_description()
+    return {
+        "cpu": cpu,
+        "cpu_flags": flags,
+        "cpus": os.cpu_count(),
+        "arch": platform.machine(),
+        "versions": versions(names),
+    }
+
+
+def machine_line(record, threads=None):
+    """One header line for a benchmark's table, from `machine_record()`."""
+    flags = " ".join(record["cpu_flags"]) or "none of " + " ".join(CPU_FLAGS)
+    thread_note = "" if threads is None else f", threads {threads}"
+    packages = ", ".join(f"{name} {version}" for name, version in record["versions"].items())
+    return (
+        f"machine: {record['cpu']} ({record['arch']}, {record['cpus']} CPUs; flags: {flags})"
+        f"{thread_note}; {packages}"
+    )
+
+
+# -- peers -------------------------------------------------------------------------------------
+
+
+def importable_peers(requested, modules, stream=None):
+    """Splits `requested` peers into those whose module imports and those that do not.
+
+    Args:
+        requested: peer names, in the order the benchmark runs them.
+        modules: peer name -> the module it needs (`"ctranslate2"`); a peer not in it (ours)
+            needs nothing optional.
+        stream: where the one-line notice of each skipped peer goes (default: stderr).
+
+    Returns:
+        `(present, skipped)`: the importable peers in order, and `{peer: reason}` for the
+        others, ready for the JSON line.
+    """
+    stream = sys.stderr if stream is None else stream
+    present, skipped = [], {}
+    for peer in requested:
+        module = modules.get(peer)
+        if module is not None:
+            try:
+                importlib.import_module(module)
+            except ImportError as error:  # missing, or installed but broken (a shared library)
+                skipped[peer] = str(error).splitlines()[0] if str(error) else type(error).__name__
+                print(
+                    f"# skipping peer {peer}: {skipped[peer]} ({INSTALL_HINT})",
+                    file=stream,
+                    flush=True,
+                )
+                continue
+        present.append(peer)
+    return present, skipped
+
+
+def speed_ratios(rows, matched, ours="ours"):
+    """Our best row over the best peer row, and ours over each peer in a matched mode.
+
+    One config and one precision: only rows of the same numerics are compared. A row whose
+    `tokens_per_s` is None (it failed, or its peer was skipped) takes part in nothing, and a
+    ratio that lacks a side is None, so that a missing peer never reads as a win.
+
+    Args:
+        rows: dicts with `system` (`ours` or a peer), `mode` and `tokens_per_s`.
+        matched: `(peer, peer_mode, our_mode)` triples: the modes that do the same kind of
+            execution on both sides (e.g. `("torch", "compile", "xla_on")`: both compiled).
+        ours: the system name of our rows.
+
+    Returns:
+        `{"over_best_peer": R, "ours_best": MODE, "best_peer": "PEER MODE",
+        "matched": {"PEER/MODE": R}}` with ratios of tokens/s rounded to 3 decimals.
+
+    Example:
+    >>> rows = [{"system": "ours", "mode": "xla_off", "tokens_per_s": 300.0},
+    ...         {"system": "ours", "mode": "xla_on", "tokens_per_s": 360.0},
+    ...         {"system": "torch", "mode": "eager", "tokens_per_s": 200.0},
+    ...         {"system": "torch", "mode": "compile", "tokens_per_s": 400.0}]
+    >>> ratios = speed_ratios(rows, [("torch", "eager", "xla_off"),
+    ...                              ("torch", "compile", "xla_on")])
+    >>> ratios["over_best_peer"], ratios["matched"]
+    (0.9, {'torch/eager': 1.5, 'torch/compile': 0.9})
+    """
+
+    def rate(system, mode):
+        for row in rows:
+            if row["system"] == system and row["mode"] == mode:
+                return row["tokens_per_s"]
+        return None
+
+    def best(candidates):
+        candidates = [r for r in candidates if r["tokens_per_s"] is not None]
+        return max(candidates, key=lambda r: r["tokens_per_s"]) if candidates else None
+
+    def ratio(numerator, denominator):
+        if numerator is None or denominator is None:
+            return None
+        return round(numerator / denominator, 3)
+
+    best_ours = best(r for r in rows if r["system"] == ours)
+    best_peer = best(r for r in rows if r["system"] != ours)
+    return {
+        "over_best_peer": ratio(
+            best_ours and best_ours["tokens_per_s"], best_peer and best_peer["tokens_per_s"]
+        ),
+        "ours_best": best_ours and best_ours["mode"],
+        "best_peer": best_peer and f"{best_peer['system']} {best_peer['mode']}",
+        "matched": {
+            f"{peer}/{peer_mode}": ratio(rate(ours, our_mode), rate(peer, peer_mode))
+            for peer, peer_mode, our_mode in matched
+        },
+    }
+
+
+# -- timing ------------------------------------------------------------------------------------
+
+
+def best_seconds_each(calls, steps=1, repeats=3, warmup=1, wait=None, clock=time.perf_counter):
+    """`{name: seconds per call}`: for each of `calls` (`{name: callable}`), the best of
+    `repeats` windows of `steps` calls, after `warmup` untimed calls each (tracing,
+    compilation, allocation).
+
+    The windows of the calls take turns, so that a machine that slows down or speeds up
+    during the run affects every row alike. `wait(result)` is applied to the last result of
+    each window, inside it: what blocks until asynchronous work is done (e.g. `np.asarray`).
+    `clock` is for tests.
+    """
+
+    def window(call):
+        started = clock()
+        for _ in range(steps):
+            result = call()
+        if wait is not None:
+            wait(result)
+        return (clock() - started) / steps
+
+    for call in calls.values():
+        for _ in range(warmup):
+            result = call()
+        if warmup and wait is not None:
+            wait(result)
+    best = {name: float("inf") for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            best[name] = min(best[name], window(call))
+    return best
+
+
+def best_seconds(call, steps=1, repeats=3, warmup=1, wait=None, clock=time.perf_counter):
+    """Seconds per call of `call`: the best of `repeats` windows of `steps` calls after
+    `warmup` untimed calls (`best_seconds_each` with one call)."""
+    return best_seconds_each({"call": call}, steps, repeats, warmup, wait, clock)["call"]
+
+
+# -- child processes ---------------------------------------------------------------------------
+
+
+def module_command(module, *args, python=None):
+    """`[python, "-m", module, *args]`: a benchmark module in a fresh interpreter."""
+    return [python or sys.executable, "-m", module, *map(str, args)]
+
+
+def child_environment():
+    """This process's environment with the repository first on PYTHONPATH, so that a child
+    finds `benchmarks` from any working directory (paths given as arguments stay valid)."""
+    environment = dict(os.environ)
+    paths = [str(ROOT), *filter(None, environment.get("PYTHONPATH", "").split(os.pathsep))]
+    environment["PYTHONPATH"] = os.pathsep.join(paths)
+    return environment
+
+
+def run_module(module, *args, python=None, timeout=None):
+    """Runs `python -m module ARGS` and returns its `subprocess.CompletedProcess` (text output
+    captured; a timeout raises `subprocess.TimeoutExpired`)."""
+    return subprocess.run(
+        module_command(module, *args, python=python),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_environment(),
+        check=False,
+    )
