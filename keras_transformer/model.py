@@ -42,13 +42,9 @@ class Transformer(keras.Model):
     def __setattr__(self, name, value):
         # torch.nn.Module refuses layers assigned before Module.__init__, and __init__ must
         # create the layers before the functional super().__init__ that wires them. Every
-        # layer is tracked through the functional graph anyway, so on torch the attributes
-        # set before initialization (and properties) bypass Keras' tracking, as keras-hub's
-        # Backbone does.
-        if keras.config.backend() == "torch" and (
-            not hasattr(self, "_initialized")
-            or isinstance(getattr(type(self), name, None), property)
-        ):
+        # layer is tracked through the functional graph anyway, and saving finds the
+        # tokenizer as an attribute, so on torch attributes bypass Keras' tracking.
+        if keras.config.backend() == "torch":
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 

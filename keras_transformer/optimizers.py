@@ -11,12 +11,14 @@ docs/decisions.md#fused-adam). Keras 3 has no fused option, hence this subclass.
     m <- m + (g - m) * (1 - beta_1);  v <- v + (g^2 - v) * (1 - beta_2)
     variable <- variable - alpha * m / (sqrt(v) + epsilon)
 
-It keeps Keras's variables (`_momentums`, `_velocities`), so checkpoints written with
+It keeps Keras's moment variables (`_keras_internals.adam_slots`), so checkpoints written with
 `keras.optimizers.Adam` restore into it and back. Other backends, AMSGrad, and sparse
 (`IndexedSlices`) gradients take Keras's own `update_step`.
 """
 
 import keras
+
+from keras_transformer._keras_internals import adam_slots
 
 _FUSED_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -41,8 +43,7 @@ class FusedAdam(keras.optimizers.Adam):
             return super().update_step(gradient, variable, learning_rate)
         import tensorflow as tf
 
-        index = self._get_variable_index(variable)
-        momentum, velocity = self._momentums[index], self._velocities[index]
+        momentum, velocity = adam_slots(self, variable)
         dtype = variable.dtype
 
         def handle(v):

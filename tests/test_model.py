@@ -4,6 +4,7 @@ import pytest
 from keras import ops
 
 import keras_transformer as kt
+from keras_transformer._keras_internals import flatten_layers
 from tests import reference
 
 TINY = kt.TransformerConfig(
@@ -144,7 +145,7 @@ def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_pat
 def test_every_layer_is_built_after_build_model():
     # An unbuilt layer (even a weightless one) makes Keras re-trace the model in fit.
     model = kt.build_model(TINY)
-    assert all(layer.built for layer in model._flatten_layers())
+    assert all(layer.built for layer in flatten_layers(model))
 
 
 def test_cross_attention_weights_are_distributions_over_real_source_tokens():

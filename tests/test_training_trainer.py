@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig
+from keras_transformer._keras_internals import flatten_layers
 from keras_transformer.errors import UserInputError
 from keras_transformer.training import OutputDir, train
 from tests._training_fixtures import max_abs_difference, tiny_config, write_reverse_corpus
@@ -237,7 +238,7 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
     assert traced and all(t["xla"] and t["jit_compile"] for t in traced)
     assert all(t["matmuls"] == {"bfloat16"} for t in traced), traced
     transformer = result.model
-    layers = [layer for layer in transformer._flatten_layers(include_self=False) if layer.weights]
+    layers = [layer for layer in flatten_layers(transformer, include_self=False) if layer.weights]
     assert {layer.compute_dtype for layer in layers} == {"bfloat16"}
     assert {v.dtype for v in transformer.trainable_variables} == {"float32"}
     source = np.array([[5, 6, 3], [7, 3, 0]], "int32")

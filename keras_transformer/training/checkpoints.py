@@ -45,6 +45,7 @@ import keras
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from keras_transformer._keras_internals import flatten_layers, seed_generators
 from keras_transformer.errors import UserInputError
 from keras_transformer.training.training_model import read_value
 
@@ -91,8 +92,8 @@ def seed_generator_states(transformer):
     """
     states = {}
     seen = set()
-    for layer in transformer._flatten_layers(include_self=True):
-        for generator in getattr(layer, "_seed_generators", ()):
+    for layer in flatten_layers(transformer):
+        for generator in seed_generators(layer):
             if id(generator) not in seen:
                 seen.add(id(generator))
                 states[str(len(states))] = generator.state.value

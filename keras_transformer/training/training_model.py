@@ -9,6 +9,7 @@ gradients, and the counters that checkpoints and logs read.
 import keras
 import tensorflow as tf
 
+from keras_transformer._keras_internals import SkipSymbolicBuildWhenBuilt, flatten_layers
 from keras_transformer.losses import LabelSmoothedCrossEntropy, MaskedTokenAccuracy, Perplexity
 from keras_transformer.training.accumulation import count_real_tokens
 from keras_transformer.training.fused_loss import fused_projection_loss
@@ -44,7 +45,7 @@ class TokenMeanLoss(keras.metrics.Metric):
         return self.loss_sum / tf.maximum(self.tokens, 1.0)
 
 
-class TrainingModel(keras.Model):
+class TrainingModel(SkipSymbolicBuildWhenBuilt, keras.Model):
     """Trains a `Transformer` with label-smoothed cross-entropy, one update per `fit` step.
 
     `fit` data: elements are tuples of micro-batches `((inputs, labels), ...)` from
@@ -107,7 +108,7 @@ class TrainingModel(keras.Model):
         # Weightless sub-layers that the functional graph leaves unbuilt (the attention core)
         # would make Keras re-trace the model symbolically on the first batch under a
         # strategy, which fails on micro-batch tuples; they have nothing to build.
-        for layer in transformer._flatten_layers():
+        for layer in flatten_layers(transformer):
             if not layer.built and not layer.weights:
                 layer.built = True
         self.built = True
@@ -133,15 +134,6 @@ class TrainingModel(keras.Model):
         reporting_train_function.reports_iterator = True
         self.train_function = reporting_train_function
         return reporting_train_function
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Model and optimizer are built before `fit` and nothing is compiled but the
-        # optimizer, so there is nothing to build. Under a strategy Keras would still pull a
-        # first batch and reduce it across replicas, which fails on micro-batch tuples under
-        # MultiWorkerMirroredStrategy and on batches that do not split evenly.
-        if self.optimizer is not None and self.optimizer.built:
-            return
-        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     @property
     def metrics(self):
