@@ -33,16 +33,10 @@ EXAMPLE = "keras-transformer parse --model runs/ptb_parsing_wsj < sentences.txt 
 def add_arguments(parser):
     from keras_transformer.parsing.parser import PAPER_DECODING
 
-    add_model_arguments(parser)
-    for action in parser._actions:
-        default = {
-            "beam_size": PAPER_DECODING["beam_size"],
-            "alpha": PAPER_DECODING["alpha"],
-            "max_extra_length": PAPER_DECODING["max_extra_length"],
-        }.get(action.dest)
-        if default is not None:
-            action.default = default
-            action.help = f"default: {default} (paper 6.3)"
+    actions = add_model_arguments(parser)
+    for dest in ("beam_size", "alpha", "max_extra_length"):
+        actions[dest].default = PAPER_DECODING[dest]
+        actions[dest].help = f"default: {PAPER_DECODING[dest]} (paper 6.3)"
     group = parser.add_argument_group("input and output")
     group.add_argument(
         "-i", "--input", metavar="FILE", help="sentences, one per line (default: stdin)"
