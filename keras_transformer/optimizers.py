@@ -4,7 +4,7 @@ Keras's `Adam.update_step` is a dozen element-wise ops per variable (cast, subtr
 multiply, square, sqrt, divide, three assigns), each a pass over the variable's memory. On a
 2-core CPU that made the update of the 7.6M-parameter `small` model 13.8 ms per step (65 ms at
 base) against 6.4 ms (25 ms) for TensorFlow's fused `ResourceApplyAdam` kernel, which reads
-the variable, its two moments and the gradient once (benchmarks/optimizer_throughput.py;
+the variable, its two moments and the gradient once (benchmarks/micro/optimizer_throughput.py;
 docs/decisions.md#fused-adam). Keras 3 has no fused option, hence this subclass. Its update is Keras's formula term for term:
 
     alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)

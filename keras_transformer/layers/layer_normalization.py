@@ -17,7 +17,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
         dx = inv * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * gamma
 
     about 20, and the Transformer has 2-3 normalizations per layer on every token
-    (benchmarks/layer_norm_throughput.py). No Keras op has this gradient, hence it is written
+    (benchmarks/micro/layer_norm_throughput.py). No Keras op has this gradient, hence it is written
     here. On PyTorch, Keras's own call already runs `torch.nn.functional.layer_norm` (a fused
     kernel with its own gradient) and is used as is; so are settings other than the
     Transformer's (another axis, no centring or scaling, `rms_scaling`). Statistics and
