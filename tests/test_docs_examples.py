@@ -10,9 +10,11 @@ The contract (docs/contributing.md, "Documented examples"):
   checkpoints/, model.keras, averaged.keras), with KT_DATA_DIR set.
 - `<!-- example: skip (REASON) -->` before a block leaves it out; the reason is required.
 
-The run folder is made once per test session by the real trainer (`keras-transformer train`)
-on a small number-expressions corpus (the quickstart's task), with a 1-layer d_model 32 model
-and a few updates, and copied for each page, so that a page may change it freely.
+The run folder is made once per test session by the real trainer: `keras-transformer train
+--config configs/quickstart.yaml`, on a small number-expressions corpus (the quickstart's
+task, written to runs/quickstart/corpus/ where the config reads it), with `--set` overrides
+for a 1-layer d_model 32 model and 8 updates. Each page gets its own copy, so that a page may
+change it freely.
 """
 
 import dataclasses
@@ -208,55 +210,47 @@ def documented_pages():
     return [str(page.relative_to(REPO)) for page in pages if page.is_file()]
 
 
-def tiny_run_config(output_dir, corpus):
-    """A 1-layer d_model 32 Transformer trained for 8 updates: what `train` leaves, fast."""
-    train_source, train_target = corpus["train"]
-    dev_source, dev_target = corpus["dev"]
-    return {
-        "output_dir": str(output_dir),
-        "model": {
-            "preset": "base",
-            "num_layers": 1,
-            "d_model": 32,
-            "d_ff": 64,
-            "num_heads": 4,
-            "max_length": 64,
-        },
-        "data": {
-            "train": [{"source": str(train_source), "target": str(train_target)}],
-            "dev": {"source": str(dev_source), "target": str(dev_target)},
-            "vocab_size": 400,
-            "token_budget": 512,
-            "max_length": 64,
-            "shuffle_buffer": 1000,
-        },
-        "schedule": {
-            "train_steps": 8,
-            "warmup_steps": 4,
-            "tokens_per_update": 512,
-            "eval_every_steps": 8,
-            "log_every_steps": 4,
-        },
-        "checkpoints": {"every_minutes": None, "every_steps": 4, "keep_last": 2, "average_last": 2},
-        "strategy": "one_device",
-        "verbose": 0,
-    }
+# configs/quickstart.yaml made tiny: a 1-layer d_model 32 model, 8 updates, two checkpoints.
+TINY_QUICKSTART = {
+    "model.num_layers": 1,
+    "model.d_model": 32,
+    "model.d_ff": 64,
+    "model.key_dim": 8,
+    "model.value_dim": 8,
+    "data.vocab_size": 400,
+    "data.token_budget": 512,
+    "data.shuffle_buffer": 1000,
+    "schedule.train_steps": 8,
+    "schedule.warmup_steps": 4,
+    "schedule.max_train_minutes": "null",
+    "schedule.tokens_per_update": 512,
+    "schedule.eval_every_steps": 8,
+    "schedule.log_every_steps": 4,
+    "checkpoints.every_steps": 4,
+    "checkpoints.average_last": 2,
+    "dev_bleu.sentences": 0,
+    "verbose": 0,
+}
 
 
 @pytest.fixture(scope="session")
 def quickstart_run(tmp_path_factory):
-    """runs/quickstart, trained once by `keras-transformer train`; returns its folder."""
+    """runs/quickstart as `make quickstart` leaves it, made tiny: the corpus written where
+    configs/quickstart.yaml reads it (as `pipelines/quickstart.py --data-only` does, smaller),
+    then `keras-transformer train --config configs/quickstart.yaml` with TINY_QUICKSTART."""
     from keras_transformer.data.number_expressions import write_number_expressions
 
     root = tmp_path_factory.mktemp("docs_quickstart")
-    corpus = write_number_expressions(
-        root / "corpus", seed=0, sizes=(("train", 800), ("dev", 40), ("test", 40))
-    )
     run = root / "runs" / "quickstart"
-    config_path = root / "tiny_quickstart.json"
-    config_path.write_text(json.dumps(tiny_run_config(run, corpus)), encoding="utf-8")
+    write_number_expressions(
+        run / "corpus", seed=0, sizes=(("train", 800), ("dev", 40), ("test", 40))
+    )
+    overrides = [
+        arg for key, value in TINY_QUICKSTART.items() for arg in ("--set", f"{key}={value}")
+    ]
+    command = ["train", "--config", str(REPO / "configs" / "quickstart.yaml"), *overrides]
     result = subprocess.run(
-        [sys.executable, "-m", "keras_transformer", "train", "--config", str(config_path)],
+        [sys.executable, "-m", "keras_transformer", *command],
         cwd=root,
         env=example_env(),
         capture_output=True,
