@@ -101,7 +101,7 @@ CONFIGS = {  # name -> (N, d_model, d_ff, h)
     "tiny": (1, 64, 256, 4),
     "small": (3, 256, 1024, 4),
     "base": (6, 512, 2048, 8),
-    "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (pipelines/multi30k.py)
+    "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (configs/multi30k.yaml)
     "big": (6, 1024, 4096, 16),
 }
 SYSTEM_MODES = {

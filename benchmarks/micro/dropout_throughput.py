@@ -35,7 +35,7 @@ from keras_transformer.layers import Dropout
 PEER_MODULES = {"torch": "torch"}
 # name -> (tokens, d_model, rate): one activation of the config's batch.
 SHAPES = {
-    "multi30k": (8192, 128, 0.3),  # pipelines/multi30k.py: 8192 tokens, dropout 0.3
+    "multi30k": (8192, 128, 0.3),  # configs/multi30k.yaml: 8192 tokens, dropout 0.3
     "small": (32 * 32, 256, 0.1),  # train_throughput.py: 32 x 32 tokens, dropout 0.1
     "base": (32 * 32, 512, 0.1),
 }

@@ -38,8 +38,8 @@ from keras_transformer.layers import LayerNormalization
 PEER_MODULES = {"torch": "torch"}
 # name -> (tokens, d_model): one activation of the config's batch.
 SHAPES = {
-    "multi30k": (8192, 128),  # pipelines/multi30k.py: 8192 tokens, d_model 128
-    "parsing": (2048, 256),  # pipelines/ptb_parsing.py --cpu: 2048 tokens, d_model 256
+    "multi30k": (8192, 128),  # configs/multi30k.yaml: 8192 tokens, d_model 128
+    "parsing": (2048, 256),  # configs/ptb_wsj_gum_cpu.yaml: 2048 tokens, d_model 256
     "small": (32 * 32, 256),  # train_throughput.py: 32 x 32 tokens
     "base": (32 * 32, 512),
 }

@@ -35,7 +35,7 @@ from keras_transformer import FusedAdam, TransformerConfig, build_model
 
 PEER_MODULES = {"torch": "torch"}
 # (layers, d_model, d_ff, heads, vocabulary): tiny, small and base as train_throughput.py's
-# (vocabulary 8000, its default); multi30k as pipelines/multi30k.py's recipe.
+# (vocabulary 8000, its default); multi30k as configs/multi30k.yaml.
 CONFIGS = {name: dims + (8000,) for name, dims in THROUGHPUT_CONFIGS.items()}
 CONFIGS["multi30k"] = (4, 128, 256, 4, 10000)
 ADAM = dict(learning_rate=1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
