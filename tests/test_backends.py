@@ -222,6 +222,8 @@ NO_CUDNN_TRY_FOR_PADDING_MASKS = """
     from keras_transformer.layers import ScaledDotProductAttention
 
     # As on a GPU with cuDNN: Keras would try cuDNN's attention first. Record what is tried.
+    # (Keras's private check, patched to fake the GPU; a rename must fail here, not pass.)
+    assert hasattr(jax_nn, "_can_use_flash_attention"), "Keras renamed _can_use_flash_attention"
     jax_nn._can_use_flash_attention = lambda *args, **kwargs: True
     tried = []
     original = jax.nn.dot_product_attention

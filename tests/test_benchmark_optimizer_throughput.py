@@ -54,6 +54,8 @@ def test_the_comparison_sees_a_wrong_update():
     import numpy as np
     import tensorflow as tf
 
+    from keras_transformer._keras_internals import adam_slots
+
     variables = [keras.Variable(np.linspace(-1, 1, 12, dtype="float32").reshape(3, 4))]
     gradients = [tf.constant(np.full((3, 4), 1e-3, "float32"))]
     assert bench.same_updates(variables, gradients) < 1e-6
@@ -62,8 +64,7 @@ def test_the_comparison_sees_a_wrong_update():
 
     class Uncorrected(keras.optimizers.Adam):  # no sqrt(1 - beta_2^t) / (1 - beta_1^t)
         def update_step(self, gradient, variable, learning_rate):
-            m = self._momentums[self._get_variable_index(variable)]
-            v = self._velocities[self._get_variable_index(variable)]
+            m, v = adam_slots(self, variable)
             self.assign_add(m, (gradient - m) * (1 - self.beta_1))
             self.assign_add(v, (gradient * gradient - v) * (1 - self.beta_2))
             self.assign_sub(variable, learning_rate * m / (keras.ops.sqrt(v) + self.epsilon))

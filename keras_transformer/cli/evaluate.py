@@ -16,7 +16,12 @@ of translating.
 
 import sys
 
-from keras_transformer.cli.translate import add_model_arguments, open_output, translator_from_args
+from keras_transformer.cli.translate import (
+    add_model_arguments,
+    open_output,
+    recording_adder,
+    translator_from_args,
+)
 from keras_transformer.errors import UserInputError
 
 HELP = (
@@ -48,28 +53,32 @@ def add_arguments(parser):
         action="store_true",
         help="print EVALB's per-sentence table before the summary",
     )
+    # The test set's flags but --json, and the model's, are translation's: --task parsing
+    # refuses them when set.
+    translation_actions = []
     group = parser.add_argument_group("test set")
-    group.add_argument("--source", metavar="FILE", help="source sentences, one per line")
-    group.add_argument(
+    add = recording_adder(group, translation_actions)
+    add("--source", metavar="FILE", help="source sentences, one per line")
+    add(
         "--reference",
         action="append",
         metavar="FILE",
         help="reference translations, line-aligned (repeat for several; needed for translation)",
     )
-    group.add_argument(
+    add(
         "--hypotheses",
         metavar="FILE",
         help="score this system output instead of translating --source",
     )
-    group.add_argument("--output", metavar="FILE", help="write the translations here")
-    group.add_argument(
+    add("--output", metavar="FILE", help="write the translations here")
+    add(
         "--target-language",
         metavar="LANG",
         help="target language code (de, fr, ...): sacreBLEU's tokenizer choice "
         "and the Moses rules of --paper-bleu (default for it: de)",
     )
-    group.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
-    group.add_argument(
+    add("--lowercase", action="store_true", help="case-insensitive BLEU")
+    add(
         "--paper-bleu",
         action="store_true",
         help="also print tokenized BLEU with compound splitting, as "
@@ -79,17 +88,13 @@ def add_arguments(parser):
         "--json", action="store_true", help="end with one JSON line of the headline figures"
     )
     # The model is needed only to translate: optional here, checked in run().
-    add_model_arguments(parser)
-    for action in parser._actions:
-        if action.dest == "model":
-            action.required = False
-    # Every flag but these is translation's: --task parsing refuses them when set.
-    shared = {"help", "task", "json", "gold", "test", "prm", "per_sentence"}
+    model_actions = add_model_arguments(parser)
+    model_actions["model"].required = False
+    translation_actions += model_actions.values()
     parser.set_defaults(
         translation_flags=[
             (max(action.option_strings, key=len), action.dest, action.default)
-            for action in parser._actions
-            if action.dest not in shared
+            for action in translation_actions
         ]
     )
 

@@ -27,10 +27,30 @@ SETTING_FLAGS = {
 }
 
 
+def recording_adder(group, actions):
+    """`group.add_argument` that also appends each action it adds to `actions`.
+
+    argparse's list of a parser's actions is private; callers that adjust or list some
+    actions keep their own.
+    """
+
+    def add_argument(*args, **kwargs):
+        action = group.add_argument(*args, **kwargs)
+        actions.append(action)
+        return action
+
+    return add_argument
+
+
 def add_model_arguments(parser):
-    """Arguments that load a model and configure the search (shared with `evaluate`)."""
-    group = parser.add_argument_group("model")
-    group.add_argument(
+    """Arguments that load a model and configure the search (shared with `evaluate`).
+
+    Returns:
+        The actions added, by destination (`"beam_size"`, ...), for callers to adjust.
+    """
+    actions = []
+    add = recording_adder(parser.add_argument_group("model"), actions)
+    add(
         "--model",
         action="append",
         required=True,
@@ -39,54 +59,53 @@ def add_model_arguments(parser):
         "newest checkpoint), a .keras file or a checkpoint prefix; repeat "
         "it to decode with an ensemble",
     )
-    group.add_argument(
+    add(
         "--vocab",
         metavar="FILE",
         help="the SentencePiece .model (default: the one the .keras file "
         "carries, else vocab.model beside the model)",
     )
-    group.add_argument(
+    add(
         "--average-last",
         type=int,
         metavar="N",
         help="average the last N checkpoints of the output_dir (paper 6.1: 5 "
         "for base, 20 for big) instead of loading a saved model",
     )
-    group.add_argument(
+    add(
         "--ensemble-combine",
         choices=("log_probs", "probs"),
         default="log_probs",
         help="ensembles: mean of log-probabilities (default) or of probabilities",
     )
-    group = parser.add_argument_group("search")
-    group.add_argument("--search", choices=("beam", "greedy", "sample"), default="beam")
-    group.add_argument("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
-    group.add_argument(
+    add = recording_adder(parser.add_argument_group("search"), actions)
+    add("--search", choices=("beam", "greedy", "sample"), default="beam")
+    add("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
+    add(
         "--alpha",
         type=float,
         default=0.6,
         help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 (paper 6.1)",
     )
-    group.add_argument(
+    add(
         "--max-extra-length",
         type=int,
         default=50,
         help="output length cap = input length + this, in [0, 65536]; default: 50 (paper 6.1)",
     )
-    group.add_argument("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
-    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    group.add_argument("--seed", type=int, help="sampling seed")
-    group.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
-    group.add_argument(
+    add("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
+    add("--temperature", type=float, default=1.0, help="sampling temperature")
+    add("--seed", type=int, help="sampling seed")
+    add("--batch-size", type=int, default=32, help="sentences per batch")
+    add(
         "--on-too-long",
         choices=("truncate", "error"),
         default="truncate",
         help="inputs longer than the model's max_length: truncate with a "
         "warning (default) or stop with an error",
     )
-    group.add_argument(
-        "--no-compile", action="store_true", help="run the search eagerly (debugging)"
-    )
+    add("--no-compile", action="store_true", help="run the search eagerly (debugging)")
+    return {action.dest: action for action in actions}
 
 
 def translator_from_args(args, num_hypotheses=1):
@@ -200,10 +219,14 @@ def run(args):
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
     translator = translator_from_args(args, num_hypotheses=args.n_best)
+    from keras_transformer.translation import input_lines
+
     index = 0
     with open_input(args.input) as (source, name), open_output(args.output) as out:
         for chunk in line_chunks(source, args.chunk_size, name):
-            for result in translator.translate(chunk):
+            with input_lines(name, index + 1):  # messages name the file's line numbers
+                results = translator.translate(chunk)
+            for result in results:
                 if args.n_best == 1:
                     out.write(result + "\n")
                 else:
