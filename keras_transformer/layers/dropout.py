@@ -10,9 +10,9 @@ class Dropout(keras.layers.Dropout):
 
     Keras draws the uniforms in the input's dtype, so under `mixed_bfloat16` every dropout
     draws bfloat16 random numbers and selects in bfloat16, which on a CPU is slower than
-    float32 uniforms and one multiply by the scaled keep mask (benchmarks/
-    micro/dropout_throughput.py on a 2-core AVX-512 CPU: 1.27-1.32x; 3.38 against 2.56 ms forward
-    and backward at 8192 x 128, of which the Multi30k recipe has 22 per step). Float32
+    float32 uniforms and one multiply by the scaled keep mask: 1.27-1.32x per dropout on a
+    2-core AVX-512 CPU, and the Multi30k recipe has 22 per step
+    (docs/decisions.md#dropout-float32-uniforms). Float32
     inputs take Keras's own dropout, bit for bit (the same cost there), so float32 training
     draws exactly as before. Each element is kept with probability `1 - rate` and scaled by
     `1 / (1 - rate)`, as Keras's.

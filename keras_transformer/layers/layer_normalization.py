@@ -17,8 +17,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
         dx = inv * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * gamma
 
     about 20, and the Transformer has 2-3 normalizations per layer on every token
-    (benchmarks/micro/layer_norm_throughput.py). No Keras op has this gradient, hence it is written
-    here. On PyTorch, Keras's own call already runs `torch.nn.functional.layer_norm` (a fused
+    (docs/decisions.md#layer-norm-gradient). No Keras op has this gradient, hence it is
+    written here. On PyTorch, Keras's own call already runs `torch.nn.functional.layer_norm` (a fused
     kernel with its own gradient) and is used as is; so are settings other than the
     Transformer's (another axis, no centring or scaling, `rms_scaling`). Statistics and
     gradients are computed in float32 and cast to the input's dtype, as Keras's layer.
