@@ -1,0 +1,353 @@
+"""A CTranslate2 model directory from a `Transformer`: its weights as CTranslate2's
+`TransformerSpec`, its SentencePiece model, and a config that appends eos to the source.
+
+`ctranslate2.Translator(DIR)` with `sentencepiece` then translates raw text with no other
+file, as docs/ctranslate2.md shows. CTranslate2 is an optional dependency (the `ctranslate2`
+extra), imported only here.
+
+How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transformer_spec.py`):
+
+- post-norm (`pre_norm=False`) or pre-norm with its final LayerNorm per stack; ReLU;
+- embeddings x sqrt(d_model), then the positional table (our sinusoids, or the learned
+  table) written out row by row for `max_length` positions;
+- the source embedding, the target embedding and the pre-softmax projection, tied or not
+  (`optimize` stores a matrix used twice once);
+- heads of width d_k != d_model / h via the attention spec's `head_dim`; d_k != d_v by padding
+  the narrower one with zero columns (zero query/key columns add nothing to Q K^T, zero value
+  columns meet zero rows of the output projection), the query weights scaled so that the
+  padded width's 1/sqrt(width) is still 1/sqrt(d_k): the outputs are unchanged.
+- our searches never emit pad or bos; the projection's bias keeps them out of CTranslate2's
+  outputs likewise (`FORBIDDEN_LOGIT`).
+"""
+
+import contextlib
+import math
+import os
+import pathlib
+import shutil
+import tempfile
+
+import numpy as np
+
+from keras_transformer.errors import UserInputError
+
+# The weight types CTranslate2 can store (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`);
+# None keeps float32.
+QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+INSTALL_HINT = (
+    'CTranslate2 is not installed: pip install "keras-nmt-transformer[ctranslate2]" '
+    "(or pip install ctranslate2)"
+)
+SENTENCEPIECE_FILE = "sentencepiece.model"
+# Added to the pad and bos logits: exp(-1e4) is 0 in every float type, and -1e4 stays finite
+# in float16 (a bias of -inf could make NaNs).
+FORBIDDEN_LOGIT = -1e4
+
+
+def import_ctranslate2():
+    """The `ctranslate2` module, or a `UserInputError` saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserInputError(INSTALL_HINT) from None
+    return ctranslate2
+
+
+def check_exportable(model):
+    """Raises `UserInputError` naming what of `model` CTranslate2's `TransformerSpec` cannot
+    hold; returns its config otherwise."""
+    config = getattr(model, "config", None)
+    if config is None or not all(hasattr(model, name) for name in ("encoder", "decoder")):
+        raise UserInputError(
+            f"only a keras_transformer Transformer exports to CTranslate2, got "
+            f"{type(model).__name__} (an ensemble exports one model at a time)"
+        )
+    for embedding in (model.source_embedding, model.target_embedding):
+        if not getattr(embedding, "scale", True):
+            raise UserInputError(
+                f"the {embedding.name} does not scale by sqrt(d_model): CTranslate2 scales "
+                "the source and target embeddings alike"
+            )
+    if model.target_embedding.scale != model.source_embedding.scale:
+        raise UserInputError("CTranslate2 needs one embedding scale for source and target")
+    return config
+
+
+def vocabulary_tokens(vocabulary):
+    """The SentencePiece pieces in id order: CTranslate2's source and target vocabulary."""
+    processor = vocabulary.processor
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def _array(variable):
+    from keras import ops
+
+    return np.asarray(ops.convert_to_numpy(variable), dtype="float32")
+
+
+def _heads(kernel, bias, num_heads, width):
+    """A Dense projection to `num_heads` heads, as CTranslate2's `[out, in]` weight and bias,
+    each head padded with zero columns to `width`."""
+    rows = kernel.shape[0]
+    kernel = kernel.reshape(rows, num_heads, -1)
+    bias = bias.reshape(num_heads, -1)
+    padding = width - kernel.shape[-1]
+    kernel = np.pad(kernel, ((0, 0), (0, 0), (0, padding)))
+    bias = np.pad(bias, ((0, 0), (0, padding)))
+    return kernel.reshape(rows, num_heads * width).T, bias.reshape(-1)
+
+
+class _Converter:
+    """Writes one `Transformer`'s weights into a `TransformerSpec`."""
+
+    def __init__(self, config):
+        self.num_heads = config.num_heads
+        self.width = max(config.key_dim, config.value_dim)
+        # Padded query/key heads are scaled by 1/sqrt(width); ours by 1/sqrt(d_k).
+        self.query_scale = math.sqrt(self.width / config.key_dim)
+
+    def attention_projections(self, attention):
+        """(query, key, value) as `(weight, bias)` pairs of `width` per head."""
+
+        def dense(layer, scale=1.0):
+            kernel, bias = _heads(
+                _array(layer.kernel), _array(layer.bias), self.num_heads, self.width
+            )
+            return kernel * scale, bias * scale
+
+        return (
+            dense(attention.query_dense, self.query_scale),
+            dense(attention.key_dense),
+            dense(attention.value_dense),
+        )
+
+    def attention_output(self, target, attention):
+        kernel = _array(attention.output_dense.kernel)
+        kernel = kernel.reshape(self.num_heads, -1, kernel.shape[-1])
+        kernel = np.pad(kernel, ((0, 0), (0, self.width - kernel.shape[1]), (0, 0)))
+        target.weight = kernel.reshape(-1, kernel.shape[-1]).T.copy()
+        target.bias = _array(attention.output_dense.bias)
+
+    @staticmethod
+    def fused(target, pairs):
+        target.weight = np.ascontiguousarray(np.concatenate([w for w, _ in pairs], axis=0))
+        target.bias = np.concatenate([b for _, b in pairs], axis=0)
+
+    @staticmethod
+    def dense(target, layer):
+        target.weight = np.ascontiguousarray(_array(layer.kernel).T)
+        target.bias = _array(layer.bias)
+
+    @staticmethod
+    def norm(target, layer):
+        target.gamma = _array(layer.gamma)
+        target.beta = _array(layer.beta)
+
+    def self_attention(self, target, attention, residual):
+        self.fused(target.linear[0], self.attention_projections(attention))
+        self.attention_output(target.linear[1], attention)
+        self.norm(target.layer_norm, residual.layer_norm)
+
+    def cross_attention(self, target, attention, residual):
+        query, key, value = self.attention_projections(attention)
+        self.fused(target.linear[0], [query])
+        self.fused(target.linear[1], [key, value])
+        self.attention_output(target.linear[2], attention)
+        self.norm(target.layer_norm, residual.layer_norm)
+
+    def feed_forward(self, target, layer):
+        self.dense(target.linear_0, layer.feed_forward.inner_dense)
+        self.dense(target.linear_1, layer.feed_forward.output_dense)
+        self.norm(target.layer_norm, layer.feed_forward_residual.layer_norm)
+
+
+def _positions(stack, config):
+    """The stack's positional table `[max_length, d_model]`, as CTranslate2 adds it."""
+    from keras import ops
+
+    from keras_transformer.layers.positional import sinusoidal_positional_encoding
+
+    if config.positional == "learned":
+        return _array(stack.positional_layer.position_embeddings)
+    return _array(sinusoidal_positional_encoding(ops.arange(config.max_length), config.d_model))
+
+
+def ctranslate2_spec(model, tokens, add_source_eos=True):
+    """CTranslate2's `TransformerSpec` holding `model`'s weights (validated, not optimized).
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        tokens: the vocabulary, one string per id (`vocabulary_tokens(vocabulary)`); ids 1, 2
+            and 3 are unk, bos and eos.
+        add_source_eos: whether CTranslate2 appends eos to each source itself (our models
+            are trained on eos-terminated sources).
+
+    Returns:
+        The spec: `spec.optimize(quantization)` then `spec.save(directory)` writes it.
+    """
+    ctranslate2 = import_ctranslate2()
+    from ctranslate2.specs import transformer_spec
+
+    config = check_exportable(model)
+    if len(tokens) != config.vocab_size:
+        raise UserInputError(
+            f"the vocabulary has {len(tokens)} pieces but the model was built for "
+            f"vocab_size={config.vocab_size}; export the model with the vocabulary it was "
+            "trained with"
+        )
+    converter = _Converter(config)
+    pre_norm = config.norm_position == "pre"
+    head_dim = None if converter.width * config.num_heads == config.d_model else converter.width
+    stacks = dict(num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(config.num_layers, **stacks),
+        transformer_spec.TransformerDecoderSpec(config.num_layers, **stacks),
+    )
+    spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
+    spec.config.unk_token = tokens[1]
+    spec.config.bos_token = spec.config.decoder_start_token = tokens[config.bos_id]
+    spec.config.eos_token = tokens[config.eos_id]
+    spec.config.add_source_eos = add_source_eos
+
+    spec.encoder.embeddings[0].weight = _array(model.source_embedding.embeddings)
+    spec.decoder.embeddings.weight = _array(model.target_embedding.embeddings)
+    for target, stack in ((spec.encoder, model.encoder), (spec.decoder, model.decoder)):
+        target.scale_embeddings = True
+        target.position_encodings.encodings = _positions(stack, config)
+        if pre_norm:
+            converter.norm(target.layer_norm, stack.final_norm)
+    for target, layer in zip(spec.encoder.layer, model.encoder.transformer_layers):
+        converter.self_attention(
+            target.self_attention, layer.self_attention, layer.self_attention_residual
+        )
+        converter.feed_forward(target.ffn, layer)
+    for target, layer in zip(spec.decoder.layer, model.decoder.transformer_layers):
+        converter.self_attention(
+            target.self_attention, layer.self_attention, layer.self_attention_residual
+        )
+        converter.cross_attention(
+            target.attention, layer.cross_attention, layer.cross_attention_residual
+        )
+        converter.feed_forward(target.ffn, layer)
+    spec.decoder.projection.weight = _array(model.output_projection.embeddings)
+    bias = np.zeros((config.vocab_size,), "float32")
+    bias[[config.pad_id, config.bos_id]] = FORBIDDEN_LOGIT
+    spec.decoder.projection.bias = bias
+    spec.register_source_vocabulary(list(tokens))
+    spec.register_target_vocabulary(list(tokens))
+    try:
+        spec.validate()
+    except ValueError as error:  # a shape the installed CTranslate2 cannot hold
+        raise UserInputError(
+            f"CTranslate2 {ctranslate2.__version__} cannot hold this model: {error}"
+        ) from None
+    return spec
+
+
+def _check_output_dir(output_dir, overwrite):
+    """Refuses an `output_dir` that exists (unless `overwrite` and it is a CTranslate2 model
+    directory or empty) or cannot be made."""
+    if not output_dir.exists():
+        return
+    if not overwrite:
+        raise UserInputError(
+            f"{output_dir} already exists; pass --overwrite (overwrite=True) to replace it, "
+            "or choose another output directory"
+        )
+    if not output_dir.is_dir():
+        raise UserInputError(f"{output_dir} is a file, not a CTranslate2 model directory")
+    if any(output_dir.iterdir()) and not (output_dir / "model.bin").is_file():
+        # Replacing means deleting: only what an export wrote (or nothing) is deleted.
+        raise UserInputError(
+            f"{output_dir} is not a CTranslate2 model directory (it has no model.bin), so "
+            "--overwrite does not replace it; choose another output directory"
+        )
+
+
+@contextlib.contextmanager
+def _directory_beside(output_dir):
+    """A temporary directory beside `output_dir`, renamed onto it when the block succeeds
+    (an existing one is replaced) and removed when it fails."""
+    try:
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = pathlib.Path(
+            tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.")
+        )
+    except OSError as error:
+        raise UserInputError(f"cannot write beside {output_dir}: {error}") from None
+    old = None
+    try:
+        yield staging
+        os.chmod(staging, 0o777 & ~_umask())
+        if output_dir.exists():
+            old = staging.with_name(staging.name + ".old")
+            os.rename(output_dir, old)
+        os.rename(staging, output_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask():
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vocabulary=None):
+    """Writes a CTranslate2 model directory for `model` and returns its path.
+
+    The directory holds `model.bin`, `config.json` (with `add_source_eos`, so that callers
+    pass the SentencePiece pieces alone), `shared_vocabulary.json` and the SentencePiece
+    model as `sentencepiece.model`. It is written beside `output_dir` and renamed into
+    place, so a failed export leaves no half-written model.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        output_dir: the directory to write.
+        quantization: how CTranslate2 stores the weights: one of `QUANTIZATIONS`
+            ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
+            "bfloat16", "float32"); None keeps float32.
+        overwrite: replace an existing CTranslate2 model directory at `output_dir`.
+        vocabulary: the SentencePiece vocabulary the model was trained with (a
+            `SubwordVocabulary`, a `.model` path or a keras-hub tokenizer); default: the one
+            the model carries (`model.tokenizer`, saved in `.keras` files).
+
+    Example:
+        >>> model, files = load_model("runs/ende")  # doctest: +SKIP
+        >>> export_ctranslate2(model, "ct2/ende", quantization="int8")  # doctest: +SKIP
+        PosixPath('ct2/ende')
+    """
+    from keras_transformer.data.vocabulary import load_vocabulary
+
+    import_ctranslate2()
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise UserInputError(
+            f"quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}"
+        )
+    output_dir = pathlib.Path(output_dir)
+    _check_output_dir(output_dir, overwrite)
+    if vocabulary is None:
+        vocabulary = getattr(model, "tokenizer", None)
+        if vocabulary is None:
+            raise UserInputError(
+                "the model carries no vocabulary: pass the SentencePiece .model it was "
+                "trained with (--vocab FILE, vocabulary=)"
+            )
+    vocabulary = load_vocabulary(vocabulary)
+    spec = ctranslate2_spec(model, vocabulary_tokens(vocabulary))
+    spec.optimize(quantization=quantization)
+    with _directory_beside(output_dir) as staging:
+        spec.save(str(staging))
+        (staging / SENTENCEPIECE_FILE).write_bytes(vocabulary.model_proto)
+    return output_dir
