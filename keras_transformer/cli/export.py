@@ -1,6 +1,8 @@
 """`keras-transformer export`: a SavedModel that TensorFlow Serving serves with no Python of
-ours: text in, beam search in the graph, text out."""
+ours (text in, beam search in the graph, text out), or with `--format ctranslate2` a
+CTranslate2 model directory (docs/ctranslate2.md)."""
 
+from keras_transformer.errors import UserInputError
 from keras_transformer.export.saved_model import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
@@ -8,8 +10,26 @@ from keras_transformer.export.saved_model import (
     DEFAULT_MAX_EXTRA_LENGTH,
 )
 
-HELP = "export a SavedModel for TensorFlow Serving (text in, beam search, text out)"
+HELP = (
+    "export a SavedModel for TensorFlow Serving (text in, beam search, text out), or a "
+    "CTranslate2 model (--format ctranslate2)"
+)
 EXAMPLE = "keras-transformer export --model runs/ende --name ende   # -> saved_models/ende/1/"
+FORMATS = ("saved_model", "ctranslate2")
+# The weight types of `--format ctranslate2` (keras_transformer.export.ctranslate2).
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16")
+# Each format's own options, with their defaults: given with the other format, they are an
+# error rather than silently ignored.
+SAVED_MODEL_OPTIONS = {
+    "name": None,
+    "version": None,
+    "base_dir": "saved_models",
+    "max_beam_size": DEFAULT_MAX_BEAM_SIZE,
+    "beam_size": DEFAULT_BEAM_SIZE,
+    "alpha": DEFAULT_ALPHA,
+    "max_extra_length": DEFAULT_MAX_EXTRA_LENGTH,
+}
+CTRANSLATE2_OPTIONS = {"output": None, "quantization": None, "overwrite": False}
 
 
 def add_arguments(parser):
@@ -28,9 +48,18 @@ def add_arguments(parser):
         "carries, else vocab.model beside the model)",
     )
     parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="saved_model",
+        help="saved_model (TensorFlow Serving; default) or ctranslate2 (a CTranslate2 "
+        "model directory, needs the ctranslate2 extra: --format ctranslate2 --output "
+        "ct2/ende)",
+    )
+    parser.add_argument(
         "--name",
-        required=True,
-        help="model name: TF Serving's --model_name and the folder under --base-dir",
+        default=None,
+        help="saved_model: model name, TF Serving's --model_name and the folder under "
+        "--base-dir (required)",
     )
     parser.add_argument(
         "--version",
@@ -70,20 +99,53 @@ def add_arguments(parser):
         help=f"default output tokens beyond the input length (default: "
         f"{DEFAULT_MAX_EXTRA_LENGTH}, paper 6.1)",
     )
+    parser.add_argument(
+        "--output",
+        default=None,
+        metavar="DIR",
+        help="ctranslate2: the model directory to write (required)",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="ctranslate2: store the weights as this type (default: float32)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="ctranslate2: replace an existing CTranslate2 model directory at --output",
+    )
 
 
-def run(args):
-    from keras_transformer.errors import UserInputError
-    from keras_transformer.export import export_saved_model
-    from keras_transformer.translation import load_model
-
-    if 1 <= args.max_beam_size < args.beam_size:  # other values: the range checks below
-        raise UserInputError(
-            f"--beam-size={args.beam_size} (the beam of a request that names none; default "
-            f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
-            "--beam-size or raise --max-beam-size"
+def _check_options(args):
+    """Each format's required options given, and none of the other format's."""
+    other = SAVED_MODEL_OPTIONS if args.format == "ctranslate2" else CTRANSLATE2_OPTIONS
+    given = [
+        "--" + dest.replace("_", "-")
+        for dest, default in other.items()
+        if getattr(args, dest) != default
+    ]
+    if given:
+        where = (
+            "--output DIR names the model directory"
+            if args.format == "ctranslate2"
+            else "add --format ctranslate2 to export a CTranslate2 model"
         )
-    model, files = load_model(args.model)
+        raise UserInputError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to "
+            f"--format {args.format}: leave {'it' if len(given) == 1 else 'them'} out ({where})"
+        )
+    if args.format == "ctranslate2" and args.output is None:
+        raise UserInputError("--format ctranslate2 needs --output DIR, the directory to write")
+    if args.format == "saved_model" and args.name is None:
+        raise UserInputError(
+            "--name is required: TF Serving's model name (or --format ctranslate2 --output "
+            "DIR for a CTranslate2 model)"
+        )
+
+
+def _vocabulary(args, files):
     vocabulary = args.vocab or files["vocabulary"]
     if vocabulary is None:
         raise UserInputError(
@@ -91,9 +153,54 @@ def run(args):
             "beside it; pass --vocab FILE, the "
             "SentencePiece model the model was trained with"
         )
+    return vocabulary
+
+
+def _run_ctranslate2(args):
+    from keras_transformer.export.ctranslate2 import (
+        SENTENCEPIECE_FILE,
+        check_output_dir,
+        export_ctranslate2,
+        import_ctranslate2,
+    )
+    from keras_transformer.translation import load_model
+
+    # Both before the model is loaded: a missing package or an existing --output costs no wait.
+    import_ctranslate2()
+    check_output_dir(args.output, args.overwrite)
+    model, files = load_model(args.model)
+    path = export_ctranslate2(
+        model,
+        args.output,
+        quantization=args.quantization,
+        overwrite=args.overwrite,
+        vocabulary=_vocabulary(args, files),
+    )
+    print(f"exported {files['model']} to {path}")
+    print(
+        f"translate with it: ctranslate2.Translator({str(path)!r}) and the SentencePiece "
+        f"model {path / SENTENCEPIECE_FILE} (docs/ctranslate2.md)"
+    )
+    return 0
+
+
+def run(args):
+    from keras_transformer.export import export_saved_model
+    from keras_transformer.translation import load_model
+
+    _check_options(args)
+    if args.format == "ctranslate2":
+        return _run_ctranslate2(args)
+    if 1 <= args.max_beam_size < args.beam_size:  # other values: the range checks below
+        raise UserInputError(
+            f"--beam-size={args.beam_size} (the beam of a request that names none; default "
+            f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
+            "--beam-size or raise --max-beam-size"
+        )
+    model, files = load_model(args.model)
     path = export_saved_model(
         model,
-        vocabulary,
+        _vocabulary(args, files),
         args.name,
         version=args.version,
         base_dir=args.base_dir,

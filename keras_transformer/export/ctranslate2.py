@@ -47,6 +47,8 @@ INSTALL_HINT = (
     'CTranslate2 is not installed: pip install "keras-nmt-transformer[ctranslate2]" '
     "(or pip install ctranslate2)"
 )
+# The first release whose encoder spec takes head_dim (pyproject's ctranslate2 extra).
+MINIMUM_VERSION = (4, 7)
 SENTENCEPIECE_FILE = "sentencepiece.model"
 # Added to the pad and bos logits: exp(-1e4) is 0 in every float type, and -1e4 stays finite
 # in float16 (a bias of -inf could make NaNs).
@@ -59,6 +61,12 @@ def import_ctranslate2():
         import ctranslate2
     except ImportError:
         raise UserInputError(INSTALL_HINT) from None
+    version = tuple(int(part) for part in ctranslate2.__version__.split(".")[:2])
+    if version < MINIMUM_VERSION:
+        raise UserInputError(
+            f"CTranslate2 {ctranslate2.__version__} is too old to hold these models: "
+            f'pip install -U "ctranslate2>={".".join(map(str, MINIMUM_VERSION))}"'
+        )
     return ctranslate2
 
 
@@ -253,9 +261,10 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
     return spec
 
 
-def _check_output_dir(output_dir, overwrite):
+def check_output_dir(output_dir, overwrite):
     """Refuses an `output_dir` that exists (unless `overwrite` and it is a CTranslate2 model
-    directory or empty) or cannot be made."""
+    directory or empty)."""
+    output_dir = pathlib.Path(output_dir)
     if not output_dir.exists():
         return
     if not overwrite:
@@ -336,7 +345,7 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
             f"quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}"
         )
     output_dir = pathlib.Path(output_dir)
-    _check_output_dir(output_dir, overwrite)
+    check_output_dir(output_dir, overwrite)
     if vocabulary is None:
         vocabulary = getattr(model, "tokenizer", None)
         if vocabulary is None:
