@@ -10,6 +10,11 @@ class UserInputError(ValueError):
     """Bad input that the user can fix; the message says what, where and how."""
 
 
+class InputWarning(UserWarning):
+    """Input used in a changed form (a too long line truncated); the message says which input
+    and what was done. The CLI prints it as one line, without Python's source line."""
+
+
 def not_utf8_message(where, line_number, line, error):
     """What a `UnicodeDecodeError` in `line` (bytes; line `line_number` of `where`) means and
     how to fix it: the one wording of the corpus readers and the CLI's text input."""

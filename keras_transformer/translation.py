@@ -21,9 +21,13 @@ saves its models with it, `Transformer.tokenizer`), so that the file translates 
 Input checks: empty or whitespace-only strings translate to "" without reaching the model;
 a sentence longer than the model's `max_length` tokens (eos included) is truncated with a
 warning that names it (or rejected with `on_too_long="error"`); a non-string raises a
-`TypeError` naming its index and type.
+`TypeError` naming its index and type. Inside `input_lines(name, first_line)` those
+messages name an input by its line in a file (`line 1025 of 'in.txt'`) instead of its index
+in the list given (`texts[0]`): the CLI translates a file in chunks.
 """
 
+import contextlib
+import contextvars
 import copy
 import os
 import warnings
@@ -42,7 +46,7 @@ from keras_transformer.decoding import (
 )
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.settings import check_decoding_settings
-from keras_transformer.errors import UserInputError
+from keras_transformer.errors import InputWarning, UserInputError
 
 # Run folders are defined (and their models found and loaded) in training.output_dir, which
 # imports without TensorFlow; the names stay importable from here.
@@ -56,6 +60,33 @@ TOO_LONG_POLICIES = ("truncate", "error")
 # Source batches are padded to a multiple of this length, so that a compiled search is
 # traced for a few shapes only.
 LENGTH_MULTIPLE = 8
+
+# (file name, line number of texts[0]) while `input_lines` is in effect.
+_INPUT_LINES = contextvars.ContextVar("input_lines", default=None)
+
+
+@contextlib.contextmanager
+def input_lines(name, first_line):
+    """Within this block, messages about the texts given to `translate` name them as lines of
+    `name` starting at `first_line` (`line 1025 of 'in.txt'`), not as `texts[0]`.
+
+    Example:
+        >>> with input_lines("'in.txt'", 1025):  # doctest: +SKIP
+        ...     translator.translate(chunk)
+    """
+    token = _INPUT_LINES.set((name, first_line))
+    try:
+        yield
+    finally:
+        _INPUT_LINES.reset(token)
+
+
+def _input_name(index):
+    lines = _INPUT_LINES.get()
+    if lines is None:
+        return f"texts[{index}]"
+    name, first_line = lines
+    return f"line {first_line + index} of {name}"
 
 
 # -- compiled search ----------------------------------------------------------------------------
@@ -227,20 +258,23 @@ class Translator:
         encoded = []
         for index, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"texts[{index}] is {type(text).__name__}, not str: {text!r:.60}")
+                raise TypeError(
+                    f"{_input_name(index)} is {type(text).__name__}, not str: {text!r:.60}"
+                )
             if not text.strip():
                 encoded.append(None)
                 continue
             ids = list(self.vocabulary.encode(text))
             if len(ids) + 1 > self.max_source_length:
                 message = (
-                    f"texts[{index}] has {len(ids) + 1} tokens (eos included), more "
+                    f"{_input_name(index)} has {len(ids) + 1} tokens (eos included), more "
                     f"than the model's maximum of {self.max_source_length}"
                 )
                 if self.on_too_long == "error":
                     raise UserInputError(message + "; shorten or split it")
                 warnings.warn(
                     message + f"; its first {self.max_source_length - 1} tokens are translated",
+                    InputWarning,
                     stacklevel=3,
                 )
                 ids = ids[: self.max_source_length - 1]

@@ -75,7 +75,10 @@ def test_translate_errors_are_one_line(run_folder, tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--beam-size", "0"], "--beam-size=0 is out of range: it must be an integer in [1, inf]"),
+        (
+            ["--beam-size", "0"],
+            "--beam-size=0 is out of range: it must be an integer of at least 1",
+        ),
         (
             ["--alpha", "nan"],
             "--alpha=nan is out of range: it must be a finite number in [0.0, 10.0]",

@@ -14,10 +14,10 @@ from tests._decoding_fixtures import tiny_model, train_char_vocabulary
 
 # (settings, the error's text), written out by hand from the documented table.
 OUT_OF_RANGE = [
-    ({"beam_size": 0}, "beam_size=0 is out of range: it must be an integer in [1, inf]"),
-    ({"beam_size": -3}, "beam_size=-3 is out of range: it must be an integer in [1, inf]"),
-    ({"beam_size": 2.0}, "beam_size=2.0 is out of range: it must be an integer in [1, inf]"),
-    ({"beam_size": True}, "beam_size=True is out of range: it must be an integer in [1, inf]"),
+    ({"beam_size": 0}, "beam_size=0 is out of range: it must be an integer of at least 1"),
+    ({"beam_size": -3}, "beam_size=-3 is out of range: it must be an integer of at least 1"),
+    ({"beam_size": 2.0}, "beam_size=2.0 is out of range: it must be an integer of at least 1"),
+    ({"beam_size": True}, "beam_size=True is out of range: it must be an integer of at least 1"),
     ({"alpha": math.nan}, "alpha=nan is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": math.inf}, "alpha=inf is out of range: it must be a finite number in [0.0, 10.0]"),
     ({"alpha": -math.inf}, "alpha=-inf is out of range: it must be a finite number in [0.0, 10.0]"),

@@ -45,10 +45,13 @@ def _load(name):
 
 
 def build_parser(argv_command=None):
+    from keras_transformer import __version__
+
     parser = argparse.ArgumentParser(
         prog="keras-transformer",
         description="The Transformer of 'Attention Is All You Need' (Vaswani et al., 2017).",
     )
+    parser.add_argument("--version", action="version", version=f"keras-transformer {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         if name == argv_command:
@@ -101,6 +104,27 @@ def _import_tensorflow_quietly():
             )
 
 
+def _show_input_warnings_as_one_line(command):
+    """Prints an `InputWarning` (a too long line truncated) as `keras-transformer COMMAND:
+    warning: MESSAGE`, as errors are printed, instead of Python's file, line number, category
+    and source line; every other warning shows as Python shows it."""
+    import warnings
+
+    from keras_transformer.errors import InputWarning
+
+    # The one shown before (main may run several times in one process, e.g. in tests).
+    show = getattr(warnings.showwarning, "shows_otherwise", warnings.showwarning)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, InputWarning):
+            print(f"keras-transformer {command}: warning: {message}", file=file or sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    show_warning.shows_otherwise = show
+    warnings.showwarning = show_warning
+
+
 def main(argv=None):
     # TensorFlow's C++ start-up chatter hides the output people came for.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -113,6 +137,7 @@ def main(argv=None):
         return 2
     if args.command != "info":  # every other command loads TensorFlow (models or tf.data)
         _import_tensorflow_quietly()
+    _show_input_warnings_as_one_line(args.command)
     try:
         status = _load(args.command).run(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit

@@ -72,6 +72,7 @@ def add_arguments(parser):
 
 def run(args):
     from keras_transformer.parsing.parser import Parser, read_opening_penalty, read_parsing_settings
+    from keras_transformer.translation import input_lines
 
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
@@ -110,7 +111,9 @@ def run(args):
         for chunk in line_chunks(source, args.chunk_size, name):
             if tokenizer is not None:
                 chunk = [" ".join(tokenizer.tokenize(line)) for line in chunk]
-            for tree in parser.parse(chunk):
+            with input_lines(name, count + 1):  # messages name the file's line numbers
+                trees = parser.parse(chunk)
+            for tree in trees:
                 out.write(str(tree) + "\n")
             out.flush()
             count += len(chunk)

@@ -28,20 +28,36 @@ def add_arguments(parser):
         "output_dir=runs/try2 (repeatable; values are read as YAML)",
     )
     parser.add_argument(
-        "--output-dir", default=None, metavar="DIR", help="shorthand for --set output_dir=DIR"
+        "--output-dir",
+        default=None,
+        metavar="DIR",
+        help="the run folder (instead of the config's output_dir)",
     )
 
 
 def run(args):
+    from keras_transformer.errors import UserInputError
     from keras_transformer.training import TrainingConfig, TrainingDivergedError, train
 
-    overrides = list(args.overrides)
-    if args.output_dir:
-        overrides.append(f"output_dir={args.output_dir}")
-    config = TrainingConfig.from_file(args.config, overrides=overrides)
+    changes = None
+    if args.output_dir is not None:
+        if not args.output_dir.strip():
+            raise UserInputError("--output-dir is empty; give the run folder, e.g. runs/try2")
+        if any(override.partition("=")[0] == "output_dir" for override in args.overrides):
+            raise UserInputError(
+                "--output-dir and --set output_dir=... both name the run folder; give one"
+            )
+        # A path as given, not read as YAML as --set values are (`123` stays a folder name).
+        changes = {"output_dir": args.output_dir}
+    config = TrainingConfig.from_file(args.config, overrides=args.overrides, changes=changes)
     _log_to_stderr()
     try:
         result = train(config)
+    except UserInputError as error:
+        # The run folder's errors name the flag it came from.
+        if args.output_dir is not None and str(error).startswith("output_dir "):
+            raise UserInputError(f"--output-dir{str(error)[len('output_dir') :]}") from None
+        raise
     except TrainingDivergedError as error:
         print(f"keras-transformer train: {error}", file=sys.stderr)
         return 1

@@ -47,9 +47,14 @@ def ranges(max_beam_size=None, beam_size=None):
     return filled
 
 
+# The message of a range without an upper bound.
+MESSAGE_AT_LEAST = "{name}={value} is out of range: it must be {kind} of at least {low}"
+
+
 def out_of_range_message(name, value, kind, low, high, label=None):
     """The error text; `label` names the input as the caller knows it (e.g. "--beam-size")."""
-    return MESSAGE.format(name=label or name, value=value, kind=kind, low=low, high=high)
+    template = MESSAGE_AT_LEAST if high in (None, "inf", math.inf) else MESSAGE
+    return template.format(name=label or name, value=value, kind=kind, low=low, high=high)
 
 
 def _is_integer(value):
@@ -77,7 +82,7 @@ def check_decoding_settings(
     >>> check_decoding_settings(beam_size=0)
     Traceback (most recent call last):
     ...
-    keras_transformer.errors.UserInputError: beam_size=0 is out of range: it must be an integer in [1, inf]
+    keras_transformer.errors.UserInputError: beam_size=0 is out of range: it must be an integer of at least 1
     """
     labels = labels or {}
     values = {
