@@ -6,7 +6,14 @@ import json
 import numpy as np
 
 from benchmarks.micro import dropout_throughput as bench
-from tests._training_fixtures import load_pipeline
+from keras_transformer.training.config import TrainingConfig
+from tests._training_fixtures import REPO
+
+
+def recipe(name):
+    """`(TrainingConfig, TransformerConfig)` of configs/NAME.yaml, the recipe users run."""
+    config = TrainingConfig.from_file(REPO / "configs" / f"{name}.yaml")
+    return config, config.transformer_config(config.data.vocab_size)
 
 
 def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
@@ -22,12 +29,8 @@ def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
 
 
 def test_the_multi30k_shape_is_the_recipes():
-    recipe = load_pipeline("multi30k").multi30k_config("data")
-    assert bench.SHAPES["multi30k"] == (
-        recipe["data"]["token_budget"],
-        recipe["model"]["d_model"],
-        recipe["model"]["dropout"],
-    )
+    config, model = recipe("multi30k")
+    assert bench.SHAPES["multi30k"] == (config.data.token_budget, model.d_model, model.dropout)
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

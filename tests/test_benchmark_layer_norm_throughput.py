@@ -4,7 +4,14 @@ a missing PyTorch is one line, and the JSON line holds the figures."""
 import json
 
 from benchmarks.micro import layer_norm_throughput as bench
-from tests._training_fixtures import load_pipeline
+from keras_transformer.training.config import TrainingConfig
+from tests._training_fixtures import REPO
+
+
+def recipe(name):
+    """`(TrainingConfig, TransformerConfig)` of configs/NAME.yaml, the recipe users run."""
+    config = TrainingConfig.from_file(REPO / "configs" / f"{name}.yaml")
+    return config, config.transformer_config(config.data.vocab_size)
 
 
 def test_rows_for_both_precisions_and_the_json_line_holds_the_headline(capsys):
@@ -31,15 +38,9 @@ def test_a_wrong_layer_norm_shows_in_the_difference(capsys, monkeypatch):
 
 
 def test_the_shapes_are_the_recipes():
-    multi30k = load_pipeline("multi30k").multi30k_config("data")
-    assert bench.SHAPES["multi30k"] == (
-        multi30k["data"]["token_budget"],
-        multi30k["model"]["d_model"],
-    )
-    parsing = load_pipeline("ptb_parsing")
-    corpus = {"train_names": ["wsj"], "train": [("s", "t")], "dev": ("s", "t"), "vocab": "v"}
-    config = parsing.parsing_config(corpus, "run", "wsj", cpu=True)
-    assert bench.SHAPES["parsing"] == (config["data"]["token_budget"], config["model"]["d_model"])
+    for name, recipe_name in (("multi30k", "multi30k"), ("parsing", "ptb_wsj_gum_cpu")):
+        config, model = recipe(recipe_name)
+        assert bench.SHAPES[name] == (config.data.token_budget, model.d_model)
 
 
 def test_a_missing_pytorch_is_skipped_with_one_line(capsys, monkeypatch):

@@ -4,7 +4,14 @@ is one line, and the JSON line holds the headline figures."""
 import json
 
 from benchmarks.micro import optimizer_throughput as bench
-from tests._training_fixtures import load_pipeline
+from keras_transformer.training.config import TrainingConfig
+from tests._training_fixtures import REPO
+
+
+def recipe(name):
+    """`(TrainingConfig, TransformerConfig)` of configs/NAME.yaml, the recipe users run."""
+    config = TrainingConfig.from_file(REPO / "configs" / f"{name}.yaml")
+    return config, config.transformer_config(config.data.vocab_size)
 
 
 def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
@@ -22,14 +29,13 @@ def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
 
 
 def test_the_multi30k_row_has_the_recipes_dims():
-    recipe = load_pipeline("multi30k").multi30k_config("data")
-    model = recipe["model"]
+    config, model = recipe("multi30k")
     assert bench.CONFIGS["multi30k"] == (
-        model["num_layers"],
-        model["d_model"],
-        model["d_ff"],
-        model["num_heads"],
-        recipe["data"]["vocab_size"],
+        model.num_layers,
+        model.d_model,
+        model.d_ff,
+        model.num_heads,
+        config.data.vocab_size,
     )
 
 
