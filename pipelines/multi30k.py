@@ -1,28 +1,25 @@
 """Multi30k EN-DE (or EN-FR): a small real translation task that trains on a CPU.
 
 Prepares the text as Wu et al. (2021) do (lower-cased, Moses-tokenized; `--cased` and
-`--no-moses` turn either off), trains a shared 10000-piece BPE vocabulary (their 10k merges)
-and their "Transformer-tiny" (N 4, d_model 128, d_ff 256, h 4, dropout 0.3) on the 29000
-Multi30k training pairs for 8000 updates of 8192 tokens (one batch of 8192; their two GPUs
-had 4096 each), with dev loss and perplexity on `val`; averages the last 10 checkpoints;
-then translates test_2016_flickr with beam 4, alpha 0.6, detokenizes, and prints sacreBLEU
-(with its signature: case-insensitive for a lower-cased model), chrF, and the lower-cased
-Moses-tokenized word BLEU that the Multi30k papers report (41.02 for Wu et al.'s model), ending
-with one JSON line. Data: `$KT_DATA_DIR/multi30k` (../shared/data/multi30k) or `--data-dir`.
-Running the same command again resumes from the newest checkpoint (or, when training is done,
-only re-scores).
+`--no-moses` turn either off), trains the recipe of configs/multi30k.yaml (their
+"Transformer-tiny" and schedule) on the 29000 Multi30k training pairs with dev loss and
+perplexity on `val`, then translates test_2016_flickr with the averaged model (beam 4, alpha
+0.6), detokenizes, and prints sacreBLEU (with its signature: case-insensitive for a
+lower-cased model), chrF, and the lower-cased Moses-tokenized word BLEU that the Multi30k
+papers report (41.02 for Wu et al.'s model), ending with one JSON line. Data:
+`$KT_DATA_DIR/multi30k` or `--data-dir`. Running the same command again resumes from the
+newest checkpoint (or, when training is done, only re-scores).
 
     python pipelines/multi30k.py [--data-dir DIR] [--target de|fr] [--output-dir DIR]
                                  [--train-steps N] [--test-set SPLIT] [--cased] [--no-moses]
                                  [--precision float32|mixed_bfloat16] [--set KEY=VALUE ...]
+    python pipelines/multi30k.py --data-only
 
-`--set` overrides any `TrainingConfig` key (dotted), e.g. `--set model.num_layers=6`.
-
-Cost on a 2-core CPU (benchmarks/README.md, Multi30k run 5): with `--precision
-mixed_bfloat16` on a CPU with AVX512-BF16, 0.55 s per update, 1 h 15 min in all on the one
-measured (2 h 25 min before the fused loss, one batch per update, `FusedAdam` and the float32
-dropout random numbers); float32 took 3 to 6 hours by machine before them (0.64-1.4 s per
-4096-token update then); not measured on a CPU without AVX512-BF16.
+`--set` overrides any key of the config (dotted), e.g. `--set model.num_layers=6`.
+`--data-only` prepares the text where configs/multi30k.yaml expects it and stops, so that
+`keras-transformer train --config configs/multi30k.yaml` can train it. On 2 CPU cores the
+recipe takes hours; `--precision mixed_bfloat16` on a CPU with AVX512-BF16 is the fastest way
+(docs/decisions.md#multi30k-mixed-bfloat16).
 """
 
 import argparse
@@ -34,24 +31,31 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.training import TrainingConfig, make_strategy, train  # noqa: E402
-from keras_transformer.training.config import apply_overrides  # noqa: E402
+
+CONFIG = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "multi30k.yaml")
+)
 
 
 def multi30k_config(
     data_dir,
     target="de",
-    output_dir="runs/multi30k",
-    train_steps=8000,
+    output_dir=None,
+    train_steps=None,
     extension=".gz",
-    precision="float32",
+    precision=None,
     replicas=1,
+    overrides=(),
+    config_file=CONFIG,
 ):
-    """The recipe as a `TrainingConfig` dict (edit it, or save it as YAML for the CLI).
+    """The recipe (`config_file`) as a `TrainingConfig`, training on the text in `data_dir`.
 
     `data_dir` holds `{train,val}.{en,TARGET}EXTENSION`: the Multi30k folder itself, or the
-    folder `prepare_corpus` writes. `replicas`: the devices training runs on (`main` gives the
-    replicas of the "auto" strategy: every GPU, or one device); each gets an equal share of
-    the 8192 tokens of an update."""
+    folder `prepare_corpus` writes. `output_dir`, `train_steps`, `precision`: None keeps the
+    file's. `replicas`: the devices training runs on (`main` gives the replicas of the "auto"
+    strategy: every GPU, or one device); each gets an equal share of an update's tokens.
+    `overrides`: `KEY=VALUE` strings applied last (`--set`)."""
+    from keras_transformer.training.config import read_config_file
 
     def files(split):
         return {
@@ -59,54 +63,29 @@ def multi30k_config(
             "target": os.path.join(data_dir, f"{split}.{target}{extension}"),
         }
 
-    return {
-        "output_dir": output_dir,
-        # "Transformer-tiny" of Wu et al. (2021), the strongest text-only Multi30k model they
-        # report (41.02 BLEU on test2016): the paper's base model overfits 29000 pairs.
-        "model": {
-            "preset": "base",
-            "num_layers": 4,
-            "d_model": 128,
-            "d_ff": 256,
-            "num_heads": 4,
-            "key_dim": 32,
-            "value_dim": 32,
-            "dropout": 0.3,
-            "max_length": 128,
-        },
-        "data": {
-            "train": [files("train")],
-            "dev": files("val"),
-            "vocab": None,
-            "vocab_size": 10000,
-            "vocab_model_type": "bpe",
-            "token_budget": 8192 // replicas,
-            "max_length": 128,
-            "shuffle_buffer": 30_000,
-        },
-        # Wu et al. train on two GPUs of 4096 tokens each, whose gradients fairseq sums into
-        # one update of 8192: here one batch of 8192 on one device (two accumulated
-        # micro-batches of 4096 were 8% slower on a CPU), split over the replicas on several
-        # GPUs. Peak learning rate 0.005 at step 2000, then 1/sqrt(step), as their
-        # inverse-sqrt schedule: 2.53 * 128^-0.5 * 2000^-0.5.
-        "schedule": {
-            "train_steps": train_steps,
-            "warmup_steps": 2000,
-            "learning_rate_scale": 2.53,
-            "tokens_per_update": 8192,
-            "eval_every_steps": 1000,
-            "log_every_steps": 100,
-        },
-        # Average the last 10 checkpoints, 200 updates apart, as Wu et al. average their last
-        # 10 (epoch) checkpoints.
-        "checkpoints": {
-            "every_minutes": None,
-            "every_steps": 200,
-            "keep_last": 10,
-            "average_last": 10,
-        },
-        "precision": precision,
-    }
+    changes = {"data.train": [files("train")], "data.dev": files("val")}
+    if output_dir is not None:
+        changes["output_dir"] = output_dir
+    if train_steps is not None:
+        changes["schedule.train_steps"] = train_steps
+    if precision is not None:
+        changes["precision"] = precision
+    if replicas > 1:
+        changes["data.token_budget"] = (
+            read_config_file(config_file)["data"]["token_budget"] // replicas
+        )
+    return TrainingConfig.from_file(config_file, overrides, changes)
+
+
+def default_output_dir(target, config_file=CONFIG):
+    """The file's run folder for EN-DE; `runs/multi30k_en_TARGET` for another target."""
+    from keras_transformer.training.config import read_config_file
+
+    return (
+        read_config_file(config_file)["output_dir"]
+        if target == "de"
+        else f"runs/multi30k_en_{target}"
+    )
 
 
 class Preprocessing:
@@ -184,10 +163,19 @@ def main(argv=None):
         "--target", choices=["de", "fr"], default="de", help="target language (default: de)"
     )
     parser.add_argument(
-        "--output-dir", default=None, help="the run folder (default: runs/multi30k_en_TARGET)"
+        "--output-dir",
+        default=None,
+        help="the run folder (default: configs/multi30k.yaml's for de, runs/multi30k_en_TARGET "
+        "otherwise)",
     )
     parser.add_argument(
-        "--train-steps", type=int, default=8000, help="optimizer updates (default: 8000)"
+        "--data-only",
+        action="store_true",
+        help="prepare the training text (as configs/multi30k.yaml expects it for de), print "
+        "its paths, and stop",
+    )
+    parser.add_argument(
+        "--train-steps", type=int, default=None, help="optimizer updates (default: the config's)"
     )
     parser.add_argument(
         "--test-set",
@@ -214,10 +202,10 @@ def main(argv=None):
     parser.add_argument(
         "--precision",
         choices=["float32", "mixed_bfloat16"],
-        default="float32",
-        help="training numerics (default: float32); mixed_bfloat16 was 1.2-1.5x "
-        "faster on a CPU with AVX512-BF16. Averaged weights and "
-        "decoding stay float32.",
+        default=None,
+        help="training numerics (default: the config's, float32); mixed_bfloat16 is faster on "
+        "a CPU with AVX512-BF16 (docs/decisions.md#multi30k-mixed-bfloat16). Averaged weights "
+        "and decoding stay float32.",
     )
     parser.add_argument(
         "--set",
@@ -238,7 +226,7 @@ def main(argv=None):
             )
             return 2
         data_dir = os.path.join(os.environ["KT_DATA_DIR"], "multi30k")
-    output_dir = args.output_dir or f"runs/multi30k_en_{args.target}"
+    output_dir = args.output_dir or default_output_dir(args.target)
     preprocessing = Preprocessing(
         lowercase=not args.cased, moses=not args.no_moses, language=args.target
     )
@@ -250,7 +238,13 @@ def main(argv=None):
                 prepare_corpus(data_dir, output_dir, args.target, preprocessing),
                 ".txt",
             )
-        values = multi30k_config(
+        if args.data_only:
+            print(f"the Multi30k text ({preprocessing.name}) for training:")
+            for split in ("train", "val"):
+                for language in ("en", args.target):
+                    print(f"  {os.path.join(train_dir, f'{split}.{language}{extension}')}")
+            return 0
+        config = multi30k_config(
             train_dir,
             args.target,
             output_dir,
@@ -258,8 +252,8 @@ def main(argv=None):
             extension,
             args.precision,
             replicas=make_strategy("auto").num_replicas_in_sync,
+            overrides=args.overrides,
         )
-        config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         result = train(config)
         print(result.summary())
         figures = evaluate_test_set(

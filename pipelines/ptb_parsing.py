@@ -5,53 +5,29 @@ Reads the Penn Treebank WSJ sample (`$KT_DATA_DIR/treebank/wsj_sample.{train,dev
 (`$KT_DATA_DIR/gum/gum_const.train.trees`, 10224 parser-produced trees: the analogue of the
 paper's semi-supervised corpus); preprocesses them (function tags, `-NONE-`, TOP root),
 linearizes them as Vinyals et al. (2015) (`keras_transformer.parsing.linearization`), trains a
-parsing vocabulary and a Transformer with `keras_transformer.training.train` (the translation
-trainer: words in, bracket sequence out), averages the last checkpoints, parses the WSJ dev
-set with beam 21, alpha 0.3, output length input + 300 (a search constrained to well-formed
-trees over the input words, `--opening-penalty` a cost per opening bracket; `--unconstrained`
-repairs free outputs instead), and scores it
-with EVALB's COLLINS.prm rules: prints the EVALB summary and ends with one JSON line.
+parsing vocabulary and the recipe's Transformer with `keras_transformer.training.train` (the
+translation trainer: words in, bracket sequence out), parses the WSJ dev set with the
+averaged model (beam 21, alpha 0.3, output length input + 300; a search constrained to
+well-formed trees over the input words, `--opening-penalty` a cost per opening bracket;
+`--unconstrained` repairs free outputs instead), and scores it with EVALB's COLLINS.prm rules:
+prints the EVALB summary and ends with one JSON line.
 
-Two sizes:
+The recipes, in configs/:
 
-- default: the paper's model, `parsing_wsj` (4 layers, d_model 1024, vocabulary 16K) for
-  `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with 25000-token updates:
-  for an accelerator (the paper does not give the step count; 20000 here);
-- `--cpu`: a model sized for 2 CPU cores and at most 2 hours (4 layers, d_model 256, d_ff
-  1024, h 4, dropout 0.2 for `wsj` and 0.1 for `wsj+gum` (run 17) with attention dropout 0.1
-  (run 21), 2000 pieces for `wsj` and 8000 for `wsj+gum`, updates of 2048 tokens, warm-up
-  500, learning-rate scale 0.3, the average of the checkpoints written every 500 updates in
-  the last 35% of the updates trained, `CPU_AVERAGE_FRACTION`): the settings of
-  benchmarks/README.md's parsing run 3 (with `--word-slots`), chosen over runs 1-2 on dev loss
-  and F1, with run 11's vocabulary for `wsj` (2000 pieces: 77.12 dev F1, against 70.84 with
-  run 3's 8000; `wsj+gum` with 2000 scored 79.14, below 8000's 80.46). `wsj`: 18000 updates
-  (run 12: 81.97 dev F1, against 77.12 after 9000); `wsj+gum`: 20000 updates (run 12: 84.11
-  and 84.39 for two seeds, against 80.46 and 81.66 after 14000). About 90 and 100 minutes of
-  steps on both cores of a 2-core Zen 5 EPYC with `--precision mixed_bfloat16`, 115 and 128 in
-  float32: bfloat16 (on a CPU with AVX512-BF16) is the way to stay inside 2 hours. And at most
-  120 minutes of training (`--max-train-minutes`, counted over restarts): on a slower machine
-  (a Zen 4 EPYC: 0.51 s per bfloat16 update) the run stops there, averages and parses what it
-  trained. Both lower the rate linearly to 0 after the warm-up, at the last update or the time
-  limit, whichever comes first (`--decay linear`; `wsj+gum`, run 14: 83.21 dev F1 after 14000
-  updates, against 80.46 / 81.66 with the paper's inverse square root; `wsj`, run 16: in 60
-  minutes the dev loss of 111 minutes on the inverse square root). The run 12 figures above
-  are the inverse square root's (`--decay rsqrt`) with dropout 0.2. With dropout 0.1 and the
-  line, `wsj+gum` scored 84.03 after the 2 hours on the Zen 4 machine (12993 updates; run 17),
-  84.61 with the last 10 checkpoints averaged (run 17 re-scored); with the layer norm's faster
-  step 84.59 after 14678 updates (run 18: the dev loss flat from about 12000, so more updates
-  alone do not reach the issue's 85); with attention dropout 0.1 as well, 84.84 after 14296
-  (run 21); with the learning-rate scale lowered from 0.3 to 0.2 as well, 85.65 after 13824
-  (run 26: the issue's 85 met) and 83.89 after 14811 with a second seed (run 27).
+- ptb_wsj.yaml and ptb_wsj_gum.yaml: the paper's model, `parsing_wsj` (4 layers, d_model
+  1024, vocabulary 16K) for `--data wsj` and `parsing_semi` (32K) for `--data wsj+gum`, with
+  25000-token updates: for an accelerator;
+- with `--cpu`, ptb_wsj_cpu.yaml and ptb_wsj_gum_cpu.yaml: a model sized for 2 CPU cores and
+  at most 2 hours of training (4 layers, d_model 256; vocabularies of 2000 and 8000 pieces),
+  the 2 hours on any machine, with `--precision mixed_bfloat16` on a CPU with AVX512-BF16.
 
-With `--data wsj+gum` the two training corpora are sampled with equal weight, so that the
-3396 in-domain gold trees are not drowned by the 10224 silver ones (`--gum-weight`; run 19:
-2.0 scored 84.13 against run 18's 84.59 at 1.0).
-`--phrases WEIGHT` adds every phrase of the WSJ training trees (51236 of 2 words or more, 7.5
-words on average) as a training example of its own, sampled with that weight: more examples
-of the same gold grammar, no other data (`trees.phrase_subtrees`). Run 7 (benchmarks/
-README.md): 71.07 dev F1 with `--phrases 1.0` against 70.84 without, so it is off by default.
+The options change a recipe for one run (`--set KEY=VALUE` any key). `--data-only` prepares
+the data where the recipe expects it and stops, so that `keras-transformer train --config
+configs/ptb_wsj_cpu.yaml` (for example) can train it. `--phrases WEIGHT` adds every phrase of
+the WSJ training trees (51236 of 2 words or more) as a training example of its own, sampled
+with that weight (`trees.phrase_subtrees`; off by default: docs/decisions.md#parsing-phrases).
 
-Outputs in the run folder (default `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
+Outputs in the run folder (the recipe's `runs/ptb_parsing_{wsj,wsj_gum}[_cpu]`): the usual run
 files, `parsing.json` (the linearization and the opening penalty), `data/` (the parallel
 text and the vocabulary), `dev.parsed.trees` (the parser's trees, `XX` slots unless
 `--pos-tags`; `--word-slots` trains the decoder to copy each word into its slot, and its
@@ -60,14 +36,12 @@ parses with the gold POS tags put in, which EVALB needs to delete punctuation in
 alike; tags do not count in F1). The same command again resumes an interrupted run, or only
 re-scores a finished one.
 
-    python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-dir DIR]
+    python pipelines/ptb_parsing.py --data wsj|wsj+gum [--cpu] [--data-only] [--data-dir DIR]
         [--output-dir DIR] [--train-steps N] [--max-train-minutes M] [--decay D]
-        [--phrases WEIGHT]
-        [--gum-weight W] [--precision float32|mixed_bfloat16]
+        [--phrases WEIGHT] [--gum-weight W] [--precision float32|mixed_bfloat16]
         [--pos-tags | --word-slots] [--no-closing-labels]
         [--beam-size 21] [--alpha 0.3] [--opening-penalty NATS] [--unconstrained]
-        [--dev-lines N]
-        [--set KEY=VALUE ...]
+        [--dev-lines N] [--set KEY=VALUE ...]
 """
 
 import argparse
@@ -82,76 +56,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.parsing.linearization import Linearizer  # noqa: E402
 
-PAPER_SIZE = {
-    "wsj": {"preset": "parsing_wsj", "max_length": 1024},
-    "wsj+gum": {"preset": "parsing_semi", "max_length": 1024},
+CONFIGS = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+)
+RECIPES = {  # (--data, --cpu) -> the recipe file
+    ("wsj", False): os.path.join(CONFIGS, "ptb_wsj.yaml"),
+    ("wsj+gum", False): os.path.join(CONFIGS, "ptb_wsj_gum.yaml"),
+    ("wsj", True): os.path.join(CONFIGS, "ptb_wsj_cpu.yaml"),
+    ("wsj+gum", True): os.path.join(CONFIGS, "ptb_wsj_gum_cpu.yaml"),
 }
-# 2 CPU cores, at most 2 hours: parsing run 3's model (benchmarks/README.md).
-# Its dropout is CPU_DROPOUT's, by corpus. Wider does not pay in the 2 hours: parsing run 20,
-# wsj+gum with d_model 384, took 1.7x as long per update and scored 83.89 against 84.59.
-# Nor deeper: with 6 layers (run 23) an update took 1.24x as long and the dev loss stalled
-# (3.44 at 2500 updates against 2.22 for 4 layers), so that run was stopped.
-CPU_SIZE = {
-    "preset": "base",
-    "num_layers": 4,
-    "d_model": 256,
-    "d_ff": 1024,
-    "num_heads": 4,
-    "key_dim": 64,
-    "value_dim": 64,
-    "max_length": 1024,
-}
-# wsj+gum: dropout 0.1. With four times the trees, less regularization learns faster within
-# the 2 hours: parsing run 17 (benchmarks/README.md), the README command on the Zen 4 machine
-# with dropout 0.1, reached 84.03 dev F1 (dev loss 1.430 at 12993 updates) against 81.42 for
-# 0.2 (run 15, 11567 updates; its final dev loss, 1.491, 0.1 had by 7000). wsj keeps 0.2:
-# on 3396 trees it overfits sooner (run 8: 0.3 was worse; 0.1 is not measured there).
-CPU_DROPOUT = {"wsj": 0.2, "wsj+gum": 0.1}
-# wsj+gum: attention dropout 0.1 too (section 6.3 tuned "dropout, both attention and
-# residual"). Parsing run 21, the README command with it: 84.84 dev F1 and dev loss 1.432
-# against run 18's 84.59 and 1.440 without (one run each: within the +-0.3-0.5 two seeds
-# differ by, but the best single model yet, for about 3% fewer updates). wsj: not measured
-# at dropout 0.2 (run 8 tried 0.1 with dropout 0.3 and learned too slowly), so it keeps 0.
-# wsj+gum with 0.2 (t2t's parsing value; run 22): the same final dev loss (1.431), 84.00 F1.
-CPU_ATTENTION_DROPOUT = {"wsj": 0.0, "wsj+gum": 0.1}
-# wsj: 2000 pieces, not 8000: on 3396 trees most words are rare, and smaller pieces let a rare
-# word share what its parts have learned (parsing run 11: 77.12 dev F1 against 8000's 70.84
-# and 1000's 74.67). wsj+gum keeps 8000: with 2000 it scored 79.14 against 80.46 / 81.66.
-CPU_VOCAB_SIZE = {"wsj": 2000, "wsj+gum": 8000}
-# More updates than runs 3-11 trained: the dev loss kept falling, and in parsing run 12 dev F1
-# rose from 77.12 to 81.97 for wsj (9000 -> 18000 updates) and from 80.46 / 81.66 to 84.11 /
-# 84.39 for wsj+gum (two seeds, 14000 -> 20000). Steps take about 90 / 100 minutes on two cores
-# in bfloat16, 115 / 128 in float32 (0.30 / 0.38 s per update on a Zen 5 EPYC): the 2 hours
-# need bfloat16.
-CPU_TRAIN_STEPS = {"wsj": 18000, "wsj+gum": 20000}
-# After the warmup the rate falls linearly to 0 at the last update (or at the time limit, if
-# it comes first: `LinearDecaySchedule`), not with the paper's inverse square root.
-# Parsing run 14 (benchmarks/README.md), wsj+gum on a GPU with the same recipe: 83.21 dev F1
-# after 14000 updates (81.25 at 9000) against 77.49 at 9000 and, on the CPU, 80.46 / 81.66 at
-# 14000 for the inverse square root. Run 16, wsj on the Zen 4 machine: a line to 0 at 60
-# minutes (7505 updates) reached the dev loss of 111 minutes on the inverse square root
-# (1.419 against 1.417 at 13500) and 78.83 F1 (77.12 / 78.43 at 9000, 79.76 at 13500).
-CPU_DECAY = {"wsj": "linear", "wsj+gum": "linear"}
-# The peak rate is `scale` x 256^-0.5 x 500^-0.5: 0.3 gives 0.00084, 0.2 0.00056 (about
-# fairseq's 5e-4 for updates of 4K tokens). wsj: 0.3 (runs 1-2: 1.0 left the decoder ignoring
-# the source; lower not measured there). wsj+gum, section 6.3 tuned the rate on dev: 0.2 in
-# parsing runs 26 and 27 (two seeds), 85.65 / 83.89 dev F1 (dev loss 1.437 / 1.435) against
-# 84.84 / 83.91 for 0.3's two seeds (runs 21, 24; dev loss 1.429-1.432): a mean 0.4 higher,
-# inside the seeds' spread, so chosen as no worse; 0.5 learned more slowly from the start
-# (run 25: dev loss 2.43 against 2.04 at 2500 updates, stopped).
-CPU_LEARNING_RATE_SCALE = {"wsj": 0.3, "wsj+gum": 0.2}
-# The issue's budget, 2 hours of training on 2 cores, holds on a slower machine too: there the
-# run stops early (at whatever step the time allows), averages and parses. Machines differ:
-# the same bfloat16 update took 0.30 s on a Zen 5 EPYC and 0.51 s on a Zen 4 one.
-CPU_TRAIN_MINUTES = 120
-# The checkpoints (500 updates apart) of the last 35% of the updates trained, not a fixed
-# count: a run that the time limit stops trains what the machine allows, and the averages
-# that did best covered a similar share of each run, not a similar count (benchmarks/
-# README.md, "Averaging by share"): run 16 (wsj, 7505 updates) the share's 7 78.26 against
-# the last 10's 77.23 (5: 78.83, 6: 78.25); run 17 (wsj+gum, 12993) the share's 10 84.61
-# (8: 84.29, 15: 84.30); run 18 (14678) the share's 11 84.59 (10: 84.59, 14: 84.73). At most
-# the 20 kept.
-CPU_AVERAGE_FRACTION = 0.35
+# Pieces of the parsing vocabulary that `prepare_corpus` trains (the recipes' `data.vocab`).
+VOCAB_SIZE = {"wsj": 16000, "wsj+gum": 32000}  # the paper's 16K and 32K
+CPU_VOCAB_SIZE = {"wsj": 2000, "wsj+gum": 8000}  # docs/decisions.md#parsing-cpu-vocab-size
 
 
 def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=False):
@@ -233,84 +149,53 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
 
 def parsing_config(
     corpus,
-    output_dir,
+    output_dir=None,
     data="wsj",
     cpu=False,
     train_steps=None,
-    gum_weight=1.0,
-    precision="float32",
+    gum_weight=None,
+    precision=None,
     phrase_weight=1.0,
-    max_train_minutes="default",
+    max_train_minutes="recipe",
     decay=None,
+    overrides=(),
 ):
-    """The recipe as a `TrainingConfig` dict (sampling weights: WSJ 1.0, GUM `gum_weight`,
-    the WSJ phrases `phrase_weight`; `max_train_minutes`: "default" is `CPU_TRAIN_MINUTES`
-    with `cpu`, else no limit; None: no limit; `decay`: None is `CPU_DECAY` with `cpu`,
-    else the paper's "rsqrt")."""
-    if max_train_minutes == "default":
-        max_train_minutes = CPU_TRAIN_MINUTES if cpu else None
-    decay = decay or (CPU_DECAY[data] if cpu else "rsqrt")
-    model = (
-        dict(CPU_SIZE, dropout=CPU_DROPOUT[data], attention_dropout=CPU_ATTENTION_DROPOUT[data])
-        if cpu
-        else dict(PAPER_SIZE[data])
-    )
-    weights = {"wsj": 1.0, "gum": gum_weight, "wsj_phrases": phrase_weight}
-    train = [
-        {"source": s, "target": t, "weight": weights[name]}
-        for name, (s, t) in zip(corpus["train_names"], corpus["train"])
-    ]
-    if cpu:
-        # CPU_LEARNING_RATE_SCALE: at 1.0 (0.002-0.0026 with these small updates) the first
-        # WSJ runs' decoders ignored the source entirely (benchmarks/README.md, runs 1-2).
-        # Small updates: 3396 trees are about 170 updates of 2048 tokens, so 18000 updates
-        # are some 100 epochs, and with dropout 0.2 and label smoothing the dev loss still
-        # falls at the end (CPU_TRAIN_STEPS).
-        schedule = {
-            "train_steps": train_steps or CPU_TRAIN_STEPS[data],
-            "warmup_steps": 500,
-            "learning_rate_scale": CPU_LEARNING_RATE_SCALE[data],
-            "decay": decay,
-            "tokens_per_update": 2048,
-            "eval_every_steps": 500,
-            "log_every_steps": 50,
-            "max_train_minutes": max_train_minutes,
-        }
-        checkpoints = {
-            "every_minutes": None,
-            "every_steps": 500,
-            "keep_last": 20,
-            "average_last": 20,
-            "average_last_fraction": CPU_AVERAGE_FRACTION,
-        }
-    else:
-        schedule = {
-            "train_steps": train_steps or 20000,
-            "warmup_steps": 4000,
-            "decay": decay,
-            "tokens_per_update": 25000,
-            "eval_every_steps": 1000,
-            "log_every_steps": 100,
-            "max_train_minutes": max_train_minutes,
-        }
-        checkpoints = {"every_minutes": 10.0, "keep_last": 5, "average_last": 5}
-    return {
-        "output_dir": output_dir,
-        "model": model,
-        # Outputs are about 2.6 tokens per word: 512 pieces keep every WSJ sample tree but the
-        # longest (249 words).
-        "data": {
-            "train": train,
-            "dev": {"source": corpus["dev"][0], "target": corpus["dev"][1]},
-            "vocab": corpus["vocab"],
-            "token_budget": 2048 if cpu else 4096,
-            "max_length": 512,
-            "shuffle_buffer": 20_000,
-        },
-        "schedule": schedule,
-        "checkpoints": checkpoints,
-        "precision": precision,
+    """The recipe (`RECIPES[data, cpu]`) as a `TrainingConfig`, training on `corpus` (what
+    `prepare_corpus` returns).
+
+    Sampling weights: WSJ the recipe's, GUM `gum_weight` (None: the recipe's), the WSJ phrases
+    `phrase_weight`. `output_dir`, `train_steps`, `precision`, `decay`: None keeps the
+    recipe's; `max_train_minutes`: "recipe" keeps the recipe's, None is no limit.
+    `overrides`: `KEY=VALUE` strings applied last (`--set`).
+    """
+    from keras_transformer.training import TrainingConfig
+    from keras_transformer.training.config import read_config_file
+
+    recipe = RECIPES[data, cpu]
+    recipe_weights = [c.get("weight", 1.0) for c in read_config_file(recipe)["data"]["train"]]
+    weights = {"wsj": 1.0, "gum": 1.0, **dict(zip(["wsj", "gum"], recipe_weights))}
+    weights["wsj_phrases"] = phrase_weight
+    if gum_weight is not None:
+        weights["gum"] = gum_weight
+    changes = {
+        "data.train": [
+            {"source": s, "target": t, "weight": weights[name]}
+            for name, (s, t) in zip(corpus["train_names"], corpus["train"])
+        ],
+        "data.dev": {"source": corpus["dev"][0], "target": corpus["dev"][1]},
+        "data.vocab": corpus["vocab"],
     }
+    for key, value in (
+        ("output_dir", output_dir),
+        ("schedule.train_steps", train_steps),
+        ("schedule.decay", decay),
+        ("precision", precision),
+    ):
+        if value is not None:
+            changes[key] = value
+    if max_train_minutes != "recipe":
+        changes["schedule.max_train_minutes"] = max_train_minutes
+    return TrainingConfig.from_file(recipe, overrides, changes)
 
 
 def score_parses(gold, parsed):
@@ -319,8 +204,8 @@ def score_parses(gold, parsed):
     XX slots carry no tags: the gold tags go in for EVALB, which deletes punctuation by each
     tree's own tags (F1 counts no tags). Predicted POS slots are scored as they are, and
     `figures["gold_tags"]` adds the same parses scored with the gold tags in: there every
-    mistagged punctuation mark makes an error sentence (run 4 in benchmarks/README.md: 218
-    of 273), and the gold tags give the bracket F1 over every sentence, comparable with XX
+    mistagged punctuation mark makes an error sentence (most of the dev set, for a small
+    model), and the gold tags give the bracket F1 over every sentence, comparable with XX
     and word slots.
     """
     from keras_transformer.parsing.evalb import evaluate, with_gold_tags
@@ -408,7 +293,7 @@ def evaluate_dev(
     return report, figures
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data",
@@ -420,21 +305,26 @@ def main(argv=None):
     parser.add_argument(
         "--cpu",
         action="store_true",
-        help="the model sized for 2 CPU cores and 2 hours, the 2 hours with "
-        "--precision mixed_bfloat16 on a CPU with AVX512-BF16 (default: "
-        "the paper's parsing_wsj / parsing_semi)",
+        help="the recipe sized for 2 CPU cores and 2 hours, the 2 hours with "
+        "--precision mixed_bfloat16 on a CPU with AVX512-BF16 (configs/ptb_*_cpu.yaml; "
+        "default: the paper's parsing_wsj / parsing_semi, configs/ptb_wsj.yaml and "
+        "ptb_wsj_gum.yaml)",
+    )
+    parser.add_argument(
+        "--data-only",
+        action="store_true",
+        help="prepare the linearized trees and the vocabulary where the recipe expects "
+        "them (or under --output-dir), print their paths, and stop",
     )
     parser.add_argument(
         "--data-dir", default=None, help="the shared data folder (default: $KT_DATA_DIR)"
     )
-    parser.add_argument("--output-dir", default=None, help="the run folder")
+    parser.add_argument("--output-dir", default=None, help="the run folder (default: the recipe's)")
     parser.add_argument(
         "--train-steps",
         type=int,
         default=None,
-        help="optimizer updates (default: 20000; --cpu: "
-        f"{CPU_TRAIN_STEPS['wsj']} wsj, {CPU_TRAIN_STEPS['wsj+gum']} "
-        "wsj+gum)",
+        help="optimizer updates (default: the recipe's)",
     )
     parser.add_argument(
         "--max-train-minutes",
@@ -443,8 +333,7 @@ def main(argv=None):
         metavar="MINUTES",
         help="stop training after this many minutes (over all starts of the "
         "run), at whatever step it reached, and go on to averaging and "
-        f"parsing (default: --cpu {CPU_TRAIN_MINUTES:g}, the recipe's "
-        "budget on any machine; otherwise none; 0: none)",
+        "parsing (default: the recipe's, 120 with --cpu, otherwise none; 0: none)",
     )
     parser.add_argument(
         "--decay",
@@ -452,23 +341,21 @@ def main(argv=None):
         default=None,
         help="the learning rate after the warmup: the paper's inverse square "
         "root, or linearly to 0 at the last update or the time limit "
-        "(default: --cpu "
-        + ", ".join(f"{d} {CPU_DECAY[d]}" for d in CPU_DECAY)
-        + "; otherwise rsqrt)",
+        "(default: the recipe's, linear with --cpu, otherwise rsqrt)",
     )
     parser.add_argument(
         "--vocab-size",
         type=int,
         default=None,
-        help="vocabulary pieces (default: 16000 wsj, 32000 wsj+gum, --cpu "
-        f"{CPU_VOCAB_SIZE['wsj']} wsj, {CPU_VOCAB_SIZE['wsj+gum']} "
-        "wsj+gum)",
+        help=f"vocabulary pieces (default: {VOCAB_SIZE['wsj']} wsj, "
+        f"{VOCAB_SIZE['wsj+gum']} wsj+gum; --cpu {CPU_VOCAB_SIZE['wsj']} wsj, "
+        f"{CPU_VOCAB_SIZE['wsj+gum']} wsj+gum)",
     )
     parser.add_argument(
         "--gum-weight",
         type=float,
-        default=1.0,
-        help="sampling weight of the GUM trees against WSJ's 1.0",
+        default=None,
+        help="sampling weight of the GUM trees against WSJ's (default: the recipe's, 1.0)",
     )
     parser.add_argument(
         "--phrases",
@@ -528,8 +415,8 @@ def main(argv=None):
     parser.add_argument(
         "--precision",
         choices=["float32", "mixed_bfloat16"],
-        default="float32",
-        help="training numerics (default: float32)",
+        default=None,
+        help="training numerics (default: the recipe's, float32)",
     )
     parser.add_argument(
         "--set",
@@ -537,9 +424,13 @@ def main(argv=None):
         default=[],
         metavar="KEY=VALUE",
         dest="overrides",
-        help="override a TrainingConfig key (repeatable)",
+        help="override a key of the recipe (repeatable)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
 
     data_dir = args.data_dir or os.environ.get("KT_DATA_DIR")
     if not data_dir:
@@ -547,8 +438,6 @@ def main(argv=None):
             "ptb_parsing: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)", file=sys.stderr
         )
         return 2
-    name = args.data.replace("+", "_")
-    output_dir = args.output_dir or f"runs/ptb_parsing_{name}{'_cpu' if args.cpu else ''}"
     if args.pos_tags and args.word_slots:
         print(
             "ptb_parsing: --pos-tags and --word-slots both fill the word slots: give one",
@@ -574,13 +463,12 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 2
-    vocab_size = args.vocab_size or (
-        CPU_VOCAB_SIZE[args.data] if args.cpu else {"wsj": 16000, "wsj+gum": 32000}[args.data]
-    )
+    vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else VOCAB_SIZE)[args.data]
     try:
-        from keras_transformer.training import TrainingConfig, train
-        from keras_transformer.training.config import apply_overrides
+        from keras_transformer.training import train
+        from keras_transformer.training.config import read_config_file
 
+        output_dir = args.output_dir or read_config_file(RECIPES[args.data, args.cpu])["output_dir"]
         if args.phrases < 0:
             raise UserInputError(f"--phrases {args.phrases}: a sampling weight is >= 0")
         max_minutes = args.max_train_minutes
@@ -588,11 +476,17 @@ def main(argv=None):
             raise UserInputError(
                 f"--max-train-minutes {max_minutes}: give minutes > 0, or 0 for no limit"
             )
-        max_minutes = "default" if max_minutes is None else (max_minutes or None)
+        max_minutes = "recipe" if max_minutes is None else (max_minutes or None)
         corpus = prepare_corpus(
             data_dir, output_dir, args.data, linearizer, vocab_size, phrases=args.phrases > 0
         )
-        values = parsing_config(
+        if args.data_only:
+            print(f"the parsing data of {RECIPES[args.data, args.cpu]}:")
+            for source, target in corpus["train"] + [corpus["dev"]]:
+                print(f"  {source}  {target}")
+            print(f"  {corpus['vocab']}")
+            return 0
+        config = parsing_config(
             corpus,
             output_dir,
             args.data,
@@ -603,8 +497,8 @@ def main(argv=None):
             args.phrases,
             max_minutes,
             args.decay,
+            args.overrides,
         )
-        config = TrainingConfig.from_dict(apply_overrides(values, args.overrides))
         started = time.perf_counter()
         result = train(config)
         train_seconds = time.perf_counter() - started

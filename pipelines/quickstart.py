@@ -12,16 +12,17 @@
    translates a few sentences through its signature and through `keras_transformer.translate()`;
 5. draws the learning curve and an attention heat map (PNG) next to the outputs.
 
-    python pipelines/quickstart.py [--output-dir runs/quickstart] [--steps 1800]
-                                   [--max-train-minutes 6] [--decay linear]
+    python pipelines/quickstart.py [--output-dir runs/quickstart] [--steps N]
+                                   [--max-train-minutes M] [--decay linear|rsqrt]
+    python pipelines/quickstart.py --data-only
 
-Training ends after 1800 updates or 6 minutes, whichever comes first, with the learning rate
-falling linearly to 0 at that end (`LinearDecaySchedule` with a time budget): a fast 2-core
-machine (0.17 s per update) does the 1800 updates, a slower one fewer (a Zen 4 EPYC: about
-1000), and either way the whole job stays within about 10 minutes with a model trained to the
-end of its schedule. `--max-train-minutes 0` trains every update whatever it takes;
-`--decay rsqrt` is the paper's schedule (the recipe recorded before 2026-11-27). The other
-options shorten the run (the tests run it with a few steps, sentences and beam 1).
+The training settings are configs/quickstart.yaml's: 1800 updates or 6 minutes, whichever
+comes first, with the learning rate falling linearly to 0 at that end, so that a slower
+machine trains fewer updates and the whole job stays within about 10 minutes. The options
+change them for one run (`--max-train-minutes 0` trains every update; `--decay rsqrt` is the
+paper's schedule; the tests shorten the run with a few steps, sentences and beam 1).
+`--data-only` writes the corpus where configs/quickstart.yaml expects it and stops, so that
+`keras-transformer train --config configs/quickstart.yaml` can train it.
 """
 
 import argparse
@@ -34,6 +35,8 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+CONFIG = pathlib.Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
 # (English, the German the corpus's grammar gives): the demo marks where the model differs.
 SAMPLES = [
@@ -64,67 +67,83 @@ print(json.dumps([t.decode() for t in out]))
 
 
 def training_config(
-    output_dir,
-    corpus,
-    steps,
-    dev_bleu_sentences=100,
-    beam_size=4,
-    seed=1,
-    decay="linear",
-    max_train_minutes=None,
+    output_dir=None,
+    corpus=None,
+    steps=None,
+    dev_bleu_sentences=None,
+    beam_size=None,
+    seed=None,
+    decay=None,
+    max_train_minutes="recipe",
+    config_file=CONFIG,
 ):
-    """The run: a 2-layer d_model 128 Transformer, tuned on the dev split for 2 CPU cores.
-    `seed` draws the initial weights, dropout and the batch order (the corpus stays the
-    same); `decay` and `max_train_minutes` are `ScheduleSettings`'."""
-    return {
-        "output_dir": str(output_dir),
-        "seed": seed,
-        # d_k = d_v = 64 (4 heads of 64 over d_model 128): the model every quickstart result in
-        # benchmarks/README.md was measured with, from before presets derived them as d_model/h.
-        "model": {
-            "preset": "base",
-            "num_layers": 2,
-            "d_model": 128,
-            "d_ff": 512,
-            "num_heads": 4,
-            "key_dim": 64,
-            "value_dim": 64,
-            "dropout": 0.1,
-            "max_length": 128,
-        },
-        "data": {
-            "train": [{"source": str(corpus["train"][0]), "target": str(corpus["train"][1])}],
-            "dev": {"source": str(corpus["dev"][0]), "target": str(corpus["dev"][1])},
-            "vocab_size": 1000,
-            "token_budget": 3072,
-            "max_length": 64,
-            "shuffle_buffer": 50000,  # the whole training split (about 26000 lines)
-            "seed": seed,
-        },
-        # The warm-up is a sixth of a shortened run: a linear line must start after it.
-        "schedule": {
-            "train_steps": steps,
-            "warmup_steps": min(300, max(1, steps // 6)),
-            "learning_rate_scale": 2.0,
-            "decay": decay,
-            "max_train_minutes": max_train_minutes,
-            "tokens_per_update": 3072,
-            "eval_every_steps": max(steps // 4, 1),
-            "log_every_steps": 25,
-        },
-        # The last 3, not 5: with the rate falling to 0 the last checkpoints are the best, and
-        # 5 of them reach back to updates at a high rate (a run stopped by the time limit at
-        # update 1090 averaged 540-1090). Dev exact match over four runs (benchmarks/README.md):
-        # the last 3: 99.2-99.6%, the last 5: 98.0-98.8%, the last alone: 99.4-99.6%.
-        "checkpoints": {
-            "every_minutes": None,
-            "every_steps": max(steps // 10, 1),
-            "keep_last": 5,
-            "average_last": 3,
-        },
-        "dev_bleu": {"sentences": dev_bleu_sentences, "beam_size": beam_size, "alpha": 0.6},
-        "strategy": "one_device",
-    }
+    """The run's `TrainingConfig`: `config_file` with the options' changes (None: the file's).
+
+    `corpus`: `{split: (english path, german path)}` of the written corpus, which the config
+    then reads. `steps` also scales the evaluation and checkpoint intervals, and shortens the
+    warm-up for a shorter run, in the file's proportions. `seed` draws the initial weights,
+    dropout and the batch order (the corpus stays the same). `max_train_minutes`: None for no
+    limit, "recipe" for the file's.
+    """
+    from keras_transformer.training.config import TrainingConfig, read_config_file
+
+    changes = {}
+    if output_dir is not None:
+        changes["output_dir"] = str(output_dir)
+    if corpus is not None:
+        changes["data.train"] = [
+            {"source": str(corpus["train"][0]), "target": str(corpus["train"][1])}
+        ]
+        changes["data.dev"] = {"source": str(corpus["dev"][0]), "target": str(corpus["dev"][1])}
+    if steps is not None:
+        recipe = read_config_file(config_file)
+        schedule, every = recipe["schedule"], recipe["checkpoints"]["every_steps"]
+
+        def scaled(value):
+            return max(1, steps * value // schedule["train_steps"])
+
+        changes["schedule.train_steps"] = steps
+        changes["schedule.warmup_steps"] = min(
+            schedule["warmup_steps"], scaled(schedule["warmup_steps"])
+        )
+        changes["schedule.eval_every_steps"] = scaled(schedule["eval_every_steps"])
+        changes["checkpoints.every_steps"] = scaled(every)
+    if dev_bleu_sentences is not None:
+        changes["dev_bleu.sentences"] = dev_bleu_sentences
+    if beam_size is not None:
+        changes["dev_bleu.beam_size"] = beam_size
+    if seed is not None:
+        changes["seed"] = changes["data.seed"] = seed
+    if decay is not None:
+        changes["schedule.decay"] = decay
+    if max_train_minutes != "recipe":
+        changes["schedule.max_train_minutes"] = max_train_minutes
+    return TrainingConfig.from_file(config_file, changes=changes)
+
+
+def write_corpus(config_file=CONFIG, output_dir=None):
+    """Writes the corpus (train, dev and test) into the folder of `config_file`'s training
+    files, or into OUTPUT_DIR/corpus; returns `{split: (english path, german path)}`."""
+    from keras_transformer.data.number_expressions import write_number_expressions
+    from keras_transformer.training.config import read_config_file
+
+    if output_dir is None:
+        folder = os.path.dirname(read_config_file(config_file)["data"]["train"][0]["source"])
+    else:
+        folder = pathlib.Path(output_dir) / "corpus"
+    return write_number_expressions(folder, seed=0)
+
+
+def write_data_only(output_dir=None):
+    """`--data-only`: writes the corpus, prints where, and how to train on it."""
+    corpus = write_corpus(output_dir=output_dir)
+    print("the quickstart corpus (English, German):")
+    for split, (english, german) in corpus.items():
+        print(f"  {split:5} {english}  {german}")
+    if output_dir is None:
+        config = os.path.relpath(CONFIG) if not os.path.relpath(CONFIG).startswith("..") else CONFIG
+        print(f"train on it with: keras-transformer train --config {config}")
+    return 0
 
 
 def read_logged_losses(log_dir):
@@ -236,8 +255,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--output-dir",
-        default="runs/quickstart",
-        help="the training run folder (default: runs/quickstart)",
+        default=None,
+        help="the training run folder (default: configs/quickstart.yaml's, runs/quickstart)",
+    )
+    parser.add_argument(
+        "--data-only",
+        action="store_true",
+        help="write the corpus where configs/quickstart.yaml expects it (or under "
+        "--output-dir), print its paths, and stop",
     )
     parser.add_argument(
         "--export-dir",
@@ -247,25 +272,25 @@ def main(argv=None):
     parser.add_argument(
         "--steps",
         type=int,
-        default=1800,
-        help="training updates at most (default: 1800; 1500 with the paper's "
-        "schedule left a clock phrase wrong, benchmarks/README.md)",
+        default=None,
+        help="training updates at most (default: the config's, 1800); the evaluation and "
+        "checkpoint intervals scale with it",
     )
     parser.add_argument(
         "--max-train-minutes",
         type=float,
-        default=6.0,
+        default=None,
         help="training wall time at most, evaluations included; the linear "
-        "rate reaches 0 there if it comes before --steps (default: 6, "
+        "rate reaches 0 there if it comes before --steps (default: the config's, 6, "
         "so the job takes about 10 minutes on a slow 2-core machine; 0: "
         "no limit)",
     )
     parser.add_argument(
         "--decay",
         choices=("linear", "rsqrt"),
-        default="linear",
+        default=None,
         help="the rate after the warm-up: straight down to 0 at the end "
-        "(default) or the paper's inverse square root",
+        "(the config's) or the paper's inverse square root",
     )
     parser.add_argument(
         "--test-size", type=int, default=500, help="test sentences to evaluate (default: all 500)"
@@ -273,8 +298,8 @@ def main(argv=None):
     parser.add_argument(
         "--dev-bleu-sentences",
         type=int,
-        default=100,
-        help="dev sentences scored with BLEU at each evaluation (default: 100)",
+        default=None,
+        help="dev sentences scored with BLEU at each evaluation (default: the config's, 100)",
     )
     parser.add_argument(
         "--max-extra-length",
@@ -285,38 +310,46 @@ def main(argv=None):
     parser.add_argument(
         "--beam-size",
         type=int,
-        default=4,
+        default=None,
         help="beam of dev BLEU, the test evaluation and the widest beam the "
-        "SavedModel compiles (default: 4, paper 6.1; each width it "
+        "SavedModel compiles (default: the config's, 4, paper 6.1; each width it "
         "compiles adds to the export's time)",
     )
     parser.add_argument(
         "--seed",
         type=int,
-        default=1,
-        help="initial weights, dropout and batch order (default: 1); the "
+        default=None,
+        help="initial weights, dropout and batch order (default: the config's, 1); the "
         "corpus and its splits stay the same",
     )
     args = parser.parse_args(argv)
-    if not (math.isfinite(args.max_train_minutes) and args.max_train_minutes >= 0):
-        parser.error(
-            f"--max-train-minutes {args.max_train_minutes}: give minutes > 0, or 0 for no limit"
-        )
-    if args.steps < (2 if args.decay == "linear" else 1):
+    from keras_transformer.errors import UserInputError
+    from keras_transformer.training.config import read_config_file
+
+    if args.data_only:
+        return write_data_only(args.output_dir)
+    limit = args.max_train_minutes
+    if limit is not None and not (math.isfinite(limit) and limit >= 0):
+        parser.error(f"--max-train-minutes {limit}: give minutes > 0, or 0 for no limit")
+    try:
+        recipe = read_config_file(CONFIG)
+    except UserInputError as error:
+        parser.error(str(error))
+    decay = args.decay or recipe["schedule"]["decay"]
+    if args.steps is not None and args.steps < (2 if decay == "linear" else 1):
         parser.error(
             f"--steps {args.steps}: give at least 2 updates (1 with --decay rsqrt: "
             "the linear decay needs an update after its warm-up)"
         )
     started = time.monotonic()
 
-    from keras_transformer.data.number_expressions import write_number_expressions
     from keras_transformer.evaluation import evaluate
     from keras_transformer.export import export_saved_model
     from keras_transformer.training import train
     from keras_transformer.translation import Translator, translate
 
-    output_dir = pathlib.Path(args.output_dir)
-    corpus = write_number_expressions(output_dir / "corpus", seed=0)
+    output_dir = pathlib.Path(args.output_dir or recipe["output_dir"])
+    corpus = write_corpus(output_dir=output_dir)
     english = {
         split: paths[0].read_text(encoding="utf-8").splitlines() for split, paths in corpus.items()
     }
@@ -326,38 +359,38 @@ def main(argv=None):
         f"test {len(english['test'])})"
     )
 
-    limit = args.max_train_minutes or None
+    config = training_config(
+        output_dir,
+        corpus,
+        args.steps,
+        args.dev_bleu_sentences,
+        args.beam_size,
+        seed=args.seed,
+        decay=args.decay,
+        max_train_minutes="recipe" if limit is None else (limit or None),
+    )
+    steps, limit = config.schedule.train_steps, config.schedule.max_train_minutes
+    beam_size, alpha = config.dev_bleu.beam_size, config.dev_bleu.alpha
     print(
-        f"[2/5] training: vocabulary, then {args.steps} updates with model.fit"
+        f"[2/5] training: vocabulary, then {steps} updates with model.fit"
         + (f" or {limit:g} minutes, whichever comes first" if limit else "")
     )
-    result = train(
-        training_config(
-            output_dir,
-            corpus,
-            args.steps,
-            args.dev_bleu_sentences,
-            args.beam_size,
-            seed=args.seed,
-            decay=args.decay,
-            max_train_minutes=limit,
-        )
-    )
+    result = train(config)
     run = result.output_dir
     if result.stopped_by_time:
         print(
             f"      the {limit:g} minutes ended training at update {result.step} of "
-            f"{args.steps}, the learning rate at 0 there (a faster machine does all "
-            f"{args.steps}); --max-train-minutes 0 trains every update"
+            f"{steps}, the learning rate at 0 there (a faster machine does all "
+            f"{steps}); --max-train-minutes 0 trains every update"
         )
 
     print(
-        f"[3/5] evaluating the averaged model on the test split (beam {args.beam_size}, alpha 0.6)"
+        f"[3/5] evaluating the averaged model on the test split (beam {beam_size}, alpha {alpha})"
     )
     sources = english["test"][: args.test_size]
     references = corpus["test"][1].read_text(encoding="utf-8").splitlines()[: args.test_size]
     translator = Translator.load(
-        str(run.path), beam_size=args.beam_size, alpha=0.6, max_extra_length=args.max_extra_length
+        str(run.path), beam_size=beam_size, alpha=alpha, max_extra_length=args.max_extra_length
     )
     hypotheses = translator.translate(sources)
     report = evaluate(hypotheses, references)
@@ -373,8 +406,8 @@ def main(argv=None):
         str(run.vocabulary),
         "quickstart",
         base_dir=args.export_dir,
-        max_beam_size=args.beam_size,
-        beam_size=args.beam_size,
+        max_beam_size=beam_size,
+        beam_size=beam_size,
         max_extra_length=args.max_extra_length,
     )
     samples = [english for english, _ in SAMPLES]

@@ -1,14 +1,16 @@
 """WMT 2014 English-German, the paper's main task: base (100k steps) or big (300k steps).
 
-Section 5: a shared 37000-token BPE vocabulary, batches of about 25000 target tokens, Adam with
-the Noam schedule (4000 warmup steps), label smoothing 0.1, checkpoints every 10 minutes, and
-(6.1) the average of the last 5 (base) or 20 (big) checkpoints. Development set: newstest2013.
+The recipes are configs/wmt14_en_de_base.yaml and configs/wmt14_en_de_big.yaml (section 5: a
+shared 37000-token BPE vocabulary, updates of about 25000 tokens, the Noam schedule with 4000
+warmup steps, checkpoints every 10 minutes and, 6.1, the average of the last 5 or 20); the
+options below change them for one run.
 
 Training data: TFDS `wmt14_translate/de-en` (downloaded and prepared by TFDS on first use:
 `pip install tensorflow-datasets`, network needed) or local line-aligned files with
 `--train-source/--train-target` (repeatable). Dev: `$KT_DATA_DIR/wmt/newstest2013.{en,de}` or
-`--dev-source/--dev-target`. On 8 GPUs use the default `--token-budget 3125`: one micro-batch
-per replica per update, the paper's setting; on fewer devices micro-batches are accumulated.
+`--dev-source/--dev-target` (none without either). On 8 GPUs the recipe's token budget, 3125,
+is one micro-batch per replica per update, the paper's setting; on fewer devices micro-batches
+are accumulated.
 
     python pipelines/wmt14_en_de.py [--preset base|big] [--output-dir DIR]
         [--train-source F --train-target F ...] [--precision mixed_bfloat16] [--xla]
@@ -25,80 +27,48 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.training import TrainingConfig, train  # noqa: E402
-from keras_transformer.training.config import apply_overrides  # noqa: E402
 
-RECIPES = {  # preset -> (train_steps, checkpoints averaged), paper 5.2 and 6.1
-    "base": (100_000, 5),
-    "big": (300_000, 20),
+CONFIGS = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+)
+RECIPES = {  # --preset -> the recipe file
+    "base": os.path.join(CONFIGS, "wmt14_en_de_base.yaml"),
+    "big": os.path.join(CONFIGS, "wmt14_en_de_big.yaml"),
 }
 
 
-def wmt14_config(
-    args,
-    source="en",
-    target="de",
-    tfds_name="wmt14_translate/de-en",
-    vocab_size=37000,
-    vocab_model_type="bpe",
-    recipes=RECIPES,
-):
-    """The paper's recipe as a `TrainingConfig` dict, from the parsed command line."""
-    train_steps, average_last = recipes[args.preset]
+def recipe_config(args, recipes=RECIPES, overrides=()):
+    """The `--preset` recipe's `TrainingConfig` with the command line's changes."""
+    changes = {}
+    if args.output_dir:
+        changes["output_dir"] = args.output_dir
     if args.train_source:
         if len(args.train_source) != len(args.train_target or []):
             raise UserInputError("give one --train-target per --train-source")
-        train_corpora = [
+        changes["data.train"] = [
             {"source": s, "target": t} for s, t in zip(args.train_source, args.train_target)
         ]
-    else:
-        train_corpora = [{"tfds": tfds_name, "source": source, "target": target, "split": "train"}]
-    dev = None
-    dev_source, dev_target = args.dev_source, args.dev_target
-    if dev_source is None and os.environ.get("KT_DATA_DIR"):
-        wmt = os.path.join(os.environ["KT_DATA_DIR"], "wmt")
-        dev_source = os.path.join(wmt, f"newstest2013.{source}")
-        dev_target = os.path.join(wmt, f"newstest2013.{target}")
-    if dev_source is not None:
-        dev = {"source": dev_source, "target": dev_target}
-    return {
-        "output_dir": args.output_dir or f"runs/wmt14_{source}_{target}_{args.preset}",
-        "model": {"preset": args.preset, "max_length": 256},
-        "data": {
-            "train": train_corpora,
-            "dev": dev,
-            "vocab": args.vocab,
-            "vocab_size": vocab_size,
-            "vocab_model_type": vocab_model_type,
-            "token_budget": args.token_budget,
-            "max_length": 256,
-        },
-        "schedule": {
-            "train_steps": train_steps,
-            "warmup_steps": 4000,
-            "tokens_per_update": 25_000,
-            "eval_every_steps": 1000,
-            "log_every_steps": 100,
-        },
-        "checkpoints": {
-            "every_minutes": 10.0,
-            "keep_last": average_last,
-            "average_last": average_last,
-        },
-        "strategy": args.strategy,
-        "precision": args.precision,
-        "xla": args.xla,
-    }
-
-
-def recipe_config(args):
-    """EN-DE (section 5.1): TFDS `wmt14_translate/de-en`, a shared 37000-piece BPE vocabulary."""
-    return wmt14_config(args)
+    if args.dev_source is not None:
+        changes["data.dev"] = {"source": args.dev_source, "target": args.dev_target}
+    elif not os.environ.get("KT_DATA_DIR"):
+        changes["data.dev"] = None  # no newstest2013 to read: train without a dev set
+    for key, value in (
+        ("data.vocab", args.vocab),
+        ("data.token_budget", args.token_budget),
+        ("strategy", args.strategy),
+        ("precision", args.precision),
+    ):
+        if value is not None:
+            changes[key] = value
+    if args.xla:
+        changes["xla"] = True
+    return TrainingConfig.from_file(recipes[args.preset], overrides, changes)
 
 
 def parser_for(description, presets):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
-        "--preset", choices=presets, default="base", help="the model (default: base)"
+        "--preset", choices=presets, default="base", help="the recipe (default: base)"
     )
     parser.add_argument("--output-dir", default=None, help="the run folder")
     parser.add_argument(
@@ -121,14 +91,14 @@ def parser_for(description, presets):
     parser.add_argument(
         "--token-budget",
         type=int,
-        default=3125,
-        help="tokens per batch per replica and side (default: 3125 = 25000/8)",
+        default=None,
+        help="tokens per batch per replica and side (default: the recipe's, 3125 = 25000/8)",
     )
     parser.add_argument(
-        "--strategy", default="auto", choices=["auto", "one_device", "mirrored", "multi_worker"]
+        "--strategy", default=None, choices=["auto", "one_device", "mirrored", "multi_worker"]
     )
     parser.add_argument(
-        "--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"]
+        "--precision", default=None, choices=["float32", "mixed_bfloat16", "mixed_float16"]
     )
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
     parser.add_argument(
@@ -137,14 +107,15 @@ def parser_for(description, presets):
         default=[],
         metavar="KEY=VALUE",
         dest="overrides",
-        help="override a TrainingConfig key (repeatable)",
+        help="override a key of the recipe (repeatable)",
     )
     return parser
 
 
-def run(name, values, overrides):
+def run(name, args, recipes):
+    """Trains the recipe; a bad option or file is one line on stderr and exit status 2."""
     try:
-        result = train(TrainingConfig.from_dict(apply_overrides(values, overrides)))
+        result = train(recipe_config(args, recipes, args.overrides))
     except UserInputError as error:
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
@@ -154,12 +125,7 @@ def run(name, values, overrides):
 
 def main(argv=None):
     args = parser_for(__doc__.splitlines()[0], list(RECIPES)).parse_args(argv)
-    try:
-        values = recipe_config(args)
-    except UserInputError as error:
-        print(f"wmt14_en_de: error: {error}", file=sys.stderr)
-        return 2
-    return run("wmt14_en_de", values, args.overrides)
+    return run("wmt14_en_de", args, RECIPES)
 
 
 if __name__ == "__main__":

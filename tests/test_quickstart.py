@@ -146,14 +146,13 @@ def test_seed_draws_weights_dropout_and_batch_order_but_not_the_corpus(tmp_path)
     corpus = {
         split: (tmp_path / f"{split}.en", tmp_path / f"{split}.de") for split in ("train", "dev")
     }
-    default = TrainingConfig.from_dict(quickstart.training_config(tmp_path, corpus, 1800))
-    # The default keeps the trajectory of the runs recorded before --seed existed, whose
-    # configs left both seeds at the config classes' defaults.
+    default = quickstart.training_config(tmp_path, corpus, 1800)
+    # The recipe's seeds are the config classes' defaults.
     defaults = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
     data_defaults = {f.name: f.default for f in dataclasses.fields(type(default.data))}
     assert default.seed == defaults["seed"] == 1
     assert default.data.seed == data_defaults["seed"] == 1
-    other = TrainingConfig.from_dict(quickstart.training_config(tmp_path, corpus, 1800, seed=7))
+    other = quickstart.training_config(tmp_path, corpus, 1800, seed=7)
     assert (other.seed, other.data.seed) == (7, 7)
     assert other.data.train == default.data.train and other.data.dev == default.data.dev
 
@@ -168,8 +167,8 @@ def _config_main_trains_with(monkeypatch, tmp_path, *args):
     class Stop(Exception):
         pass
 
-    def fake_train(values):
-        seen.append(TrainingConfig.from_dict(values))
+    def fake_train(config):
+        seen.append(TrainingConfig.from_dict(config))  # a TrainingConfig, or its dict
         raise Stop
 
     monkeypatch.setattr(training, "train", fake_train)
@@ -180,7 +179,7 @@ def _config_main_trains_with(monkeypatch, tmp_path, *args):
 
 def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monkeypatch, tmp_path):
     # The default: 1800 updates or 6 minutes, the rate falling linearly to 0 at whichever
-    # end comes first, after the recorded 300-update warm-up.
+    # end comes first, after a 300-update warm-up (configs/quickstart.yaml).
     config = _config_main_trains_with(monkeypatch, tmp_path)
     schedule = config.schedule
     assert (schedule.train_steps, schedule.warmup_steps) == (1800, 300)

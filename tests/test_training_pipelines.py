@@ -7,7 +7,6 @@ import subprocess
 import keras
 import numpy as np
 
-from keras_transformer.training import TrainingConfig
 from keras_transformer.training.output_dir import OutputDir
 from tests._training_fixtures import PYTHON, REPO, load_pipeline, subprocess_env
 
@@ -134,8 +133,10 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     args = en_de.parser_for("", list(en_de.RECIPES)).parse_args(
         ["--preset", "big", "--output-dir", str(tmp_path)]
     )
-    config = TrainingConfig.from_dict(en_de.wmt14_config(args))
+    config = en_de.recipe_config(args)
+    assert config.output_dir == str(tmp_path)
     assert config.data.train[0].tfds == "wmt14_translate/de-en"
+    assert config.data.dev is None  # no KT_DATA_DIR, no --dev-source: no dev set
     assert config.data.vocab_size == 37000 and config.data.vocab_model_type == "bpe"
     assert config.schedule.train_steps == 300_000 and config.checkpoints.average_last == 20
     assert config.accumulation_steps(num_replicas=8) == 1  # 8 x 3125 = 25000 tokens
@@ -149,19 +150,11 @@ def test_wmt14_recipes_follow_the_paper(tmp_path, monkeypatch):
     finally:
         sys.path.remove(str(REPO / "pipelines"))
     args = en_de.parser_for("", list(en_fr.RECIPES)).parse_args(
-        ["--preset", "big_en_fr", "--train-source", "a.en", "--train-target", "a.fr"]
+        ["--preset", "big_en_fr", "--train-source", "a.en", "--train-target", "a.fr", "--xla"]
     )
-    values = en_de.wmt14_config(
-        args,
-        source="en",
-        target="fr",
-        vocab_size=32000,
-        vocab_model_type="unigram",
-        recipes=en_fr.RECIPES,
-    )
-    config = TrainingConfig.from_dict(values)
+    config = en_de.recipe_config(args, en_fr.RECIPES)
     assert config.data.train[0].source == "a.en" and config.data.train[0].tfds is None
-    assert config.data.vocab_model_type == "unigram"
+    assert config.data.vocab_model_type == "unigram" and config.xla
     assert config.transformer_config(32000).dropout == 0.1
 
 
@@ -173,18 +166,16 @@ def test_multi30k_recipe_is_wu_et_al(tmp_path):
 
     multi30k = load_pipeline("multi30k")
     for precision in ("float32", "mixed_bfloat16"):
-        config = TrainingConfig.from_dict(
-            multi30k.multi30k_config(
-                str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision
-            )
+        config = multi30k.multi30k_config(
+            str(tmp_path), output_dir=str(tmp_path / "run"), precision=precision
         )
         assert config.precision == precision
     assert config.data.token_budget == 8192 and config.schedule.tokens_per_update == 8192
     # Joint BPE of 10k merges (Wu et al.): one shared vocabulary of 10000 pieces.
     assert config.data.vocab_size == 10000 and config.data.vocab_model_type == "bpe"
     assert config.accumulation_steps(num_replicas=1) == 1  # one batch of 8192
-    on_two_gpus = TrainingConfig.from_dict(
-        multi30k.multi30k_config(str(tmp_path), output_dir=str(tmp_path / "run"), replicas=2)
+    on_two_gpus = multi30k.multi30k_config(
+        str(tmp_path), output_dir=str(tmp_path / "run"), replicas=2
     )
     assert on_two_gpus.data.token_budget == 4096  # as Wu et al.'s two GPUs
     assert on_two_gpus.accumulation_steps(num_replicas=2) == 1

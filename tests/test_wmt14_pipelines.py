@@ -103,8 +103,7 @@ def test_wmt14_recipe_trains_from_tfds_and_scores_newstest2013(
 
     # The recipe as the paper gives it (the defaults the overrides below start from).
     args = module.parser_for("", list(module.RECIPES)).parse_args(["--output-dir", str(output_dir)])
-    recipe_values = module.recipe_config(args)
-    recipe = TrainingConfig.from_dict(recipe_values)
+    recipe = pipelines("wmt14_en_de").recipe_config(args, module.RECIPES)
     assert recipe.data.train[0].tfds == f"wmt14_translate/{tfds_config}"
     assert (recipe.data.train[0].source, recipe.data.train[0].target) == ("en", target)
     assert (recipe.data.vocab_size, recipe.data.vocab_model_type) == (
@@ -140,7 +139,7 @@ def test_wmt14_recipe_trains_from_tfds_and_scores_newstest2013(
     # The run is the recipe with exactly the sizes overridden, nothing else.
     with open(run.training_config, encoding="utf-8") as file:
         assert json.load(file) == json.loads(
-            TrainingConfig.from_dict(apply_overrides(recipe_values, SIZES)).to_json()
+            TrainingConfig.from_dict(apply_overrides(recipe.to_dict(), SIZES)).to_json()
         )
 
     # Vocabulary: the recipe's model type, trained on the served EN and target text.

@@ -273,7 +273,12 @@ class TrainingConfig:
         except UserInputError as error:
             # A value from the command line is named as the user gave it, not as the file's.
             assignments = {a.partition("=")[0]: a for a in overrides}
-            given = [key for key in assignments if str(error).startswith(key)]
+            given = [
+                key
+                for key in assignments
+                if str(error).startswith(key)
+                or re.match(rf"unknown key\(s\) .*\b{re.escape(key)}\b", str(error))
+            ]
             where = f"--set {assignments[max(given, key=len)]}" if given else path
             raise UserInputError(f"{where}: {error}") from None
 
@@ -560,12 +565,8 @@ def _check_values(config):
 
 
 # -- checking nested dicts against the dataclasses ---------------------------------------------
-# Why not pydantic: a prototype on pydantic dataclasses (strict scalar types, Field(gt=0),
-# extra="forbid") passed these tests and took the module from 495 to 406 lines (297 to 206 of
-# code), but its messages speak Python ("should be a valid tuple", "a dictionary or an
-# instance of DataSettings") where these speak YAML ("a list", "a mapping", "true or false"),
-# tests would pin pydantic's message text, which is not its API, and the cross-field checks
-# above stay as they are. Not worth four new packages with a compiled core (2026-11).
+# Written here rather than with pydantic, whose messages speak Python ("a valid tuple") where
+# these speak YAML ("a list"): docs/decisions.md#config-checking-without-pydantic
 
 
 def _type_name(kind):
