@@ -33,6 +33,13 @@ def add_arguments(parser):
         metavar="DIR",
         help="the run folder (instead of the config's output_dir)",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the config without training or writing anything: every key and type "
+        "(exit 1 on an error), missing data files (warnings: the data may come later); "
+        "prints the resolved settings as YAML",
+    )
 
 
 def run(args):
@@ -49,6 +56,8 @@ def run(args):
             )
         # A path as given, not read as YAML as --set values are (`123` stays a folder name).
         changes = {"output_dir": args.output_dir}
+    if args.check:
+        return _check(args.config, args.overrides, changes)
     config = TrainingConfig.from_file(args.config, overrides=args.overrides, changes=changes)
     _log_to_stderr()
     try:
@@ -62,6 +71,23 @@ def run(args):
         print(f"keras-transformer train: {error}", file=sys.stderr)
         return 1
     print(result.summary())
+    return 0
+
+
+def _check(path, overrides, changes):
+    """`--check`: the resolved config as YAML on stdout, each missing data file as a warning
+    on stderr; 1 for a config that does not load, else 0."""
+    from keras_transformer.errors import UserInputError
+    from keras_transformer.training import TrainingConfig
+
+    try:
+        config = TrainingConfig.from_file(path, overrides=overrides, changes=changes)
+    except UserInputError as error:
+        print(f"keras-transformer train: error: {error}", file=sys.stderr)
+        return 1
+    for message in config.missing_files():
+        print(f"keras-transformer train: warning: {message}", file=sys.stderr)
+    print(config.to_yaml(), end="")
     return 0
 
 
