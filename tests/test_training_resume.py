@@ -6,14 +6,15 @@ Equal weights need every piece of training state restored: the weights, the step
 rate), the Adam moments, the dropout layers' seed-generator states and the data position.
 Dropout 0.1 makes the seed generators matter: a resumed run that restarted them from their
 initial state would draw other masks and end elsewhere.
+
+The command run each time is the CLI's `train` on one config, in a process of its own
+(tests/_kill_fixtures.py).
 """
 
 import logging
 import os
 import random
 import signal
-import subprocess
-import textwrap
 import time
 
 import keras
@@ -23,130 +24,12 @@ import tensorflow as tf
 
 from keras_transformer.training import list_checkpoints, train
 from keras_transformer.training.output_dir import OutputDir
-from tests._training_fixtures import (
-    PYTHON,
-    REPO,
-    subprocess_env,
-    tiny_config,
-    write_config,
-    write_reverse_corpus,
-)
+from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
+from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 
 TRAIN_STEPS = 24
 KILLS = 4
 SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261125"))
-
-# The command run each time is the CLI's `train` on one config, in a process of its own that
-# the test kills with SIGKILL. To spare each of the 5 processes the TensorFlow import (most of
-# a start-up), a launcher imports once and forks one child per run on a line of its stdin;
-# it forks before any TensorFlow op has run, so each child starts TensorFlow's runtime afresh,
-# as a new process does. One test-only hook: when the file PAUSE_REQUEST exists, the next
-# checkpoint save stops between writing its files and listing them in the `checkpoint` state
-# file (the moment a kill during a write matters) and waits there to be killed.
-RUNNER = textwrap.dedent("""
-    import os, sys, time
-    from tensorflow.python.checkpoint import checkpoint_management
-
-    config, pause_request, logs = sys.argv[1:4]
-    Manager = checkpoint_management.CheckpointManager
-    save, record_state = Manager.save, Manager._record_state
-
-    def pausing_save(self, *args, **kwargs):
-        # Asked before the save starts: the whole save is the one to interrupt.
-        self.pause_in_this_save = os.path.exists(pause_request)
-        return save(self, *args, **kwargs)
-
-    def pausing_record_state(self):
-        if getattr(self, "pause_in_this_save", False):
-            with open(pause_request + ".paused", "w") as file:
-                file.write(self._latest_checkpoint)
-            time.sleep(600)
-        record_state(self)
-
-    Manager.save, Manager._record_state = pausing_save, pausing_record_state
-    from keras_transformer.cli import main
-    import keras_transformer.data, keras_transformer.model, keras_transformer.training.trainer
-
-    for number, _ in enumerate(sys.stdin):
-        pid = os.fork()
-        if pid == 0:
-            log = os.path.join(logs, f"run{number}")
-            with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-            code = 1
-            try:
-                code = main(["train", "--config", config]) or 0
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        print(pid, flush=True)
-        print(os.waitpid(pid, 0)[1], flush=True)
-""")
-
-
-class _Launcher:
-    """Starts runs (forked children of the launcher) and reports on them."""
-
-    def __init__(self, directory, config, pause_request):
-        runner = directory / "runner.py"
-        runner.write_text(RUNNER)
-        self.logs = directory / "logs"
-        self.logs.mkdir()
-        self.stderr = open(directory / "launcher.err", "w")
-        self.process = subprocess.Popen(
-            [PYTHON, str(runner), config, str(pause_request), str(self.logs)],
-            cwd=REPO,
-            env=subprocess_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
-        self.runs = 0
-
-    def start(self):
-        self.process.stdin.write("run\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line.strip(), "the launcher failed: " + self.log(None, "err")
-        self.pid, self.number = int(line), self.runs
-        self.runs += 1
-        return self
-
-    def alive(self):
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def kill(self):
-        os.kill(self.pid, signal.SIGKILL)
-        return self.wait()
-
-    def wait(self):
-        """The run's wait status (0: exit code 0)."""
-        return int(self.process.stdout.readline())
-
-    def log(self, number, stream):
-        if number is None:
-            self.stderr.flush()
-            return (self.logs.parent / "launcher.err").read_text()[-3000:]
-        return (self.logs / f"run{number}.{stream}").read_text()
-
-    def close(self):
-        if self.runs and self.alive():  # a run left behind by a failed assertion
-            os.kill(self.pid, signal.SIGKILL)
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.stderr.close()
 
 
 def _config(output_dir, corpus):
@@ -171,23 +54,6 @@ def _config(output_dir, corpus):
     )
 
 
-def _steps(checkpoint_dir):
-    if not os.path.isdir(checkpoint_dir):
-        return []
-    return [int(path.rsplit("-", 1)[1]) for path in list_checkpoints(checkpoint_dir)]
-
-
-def _wait(predicate, run, seconds=300):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if not run.alive():
-            return False
-        time.sleep(0.01)
-    raise AssertionError(f"the training process made no progress in {seconds} s")
-
-
 @pytest.fixture(scope="module")
 def killed_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("resume")
@@ -195,7 +61,7 @@ def killed_run(tmp_path_factory):
     config = write_config(directory / "config.json", _config(directory / "killed", corpus))
     pause_request = directory / "pause-in-save"
     checkpoint_dir = str(directory / "killed" / "checkpoints")
-    launcher = _Launcher(directory, config, pause_request)
+    launcher = Launcher(directory, config, pause_request)
 
     rng = random.Random(SEED)
     # One kill during start-up (before or while restoring), one inside a checkpoint write,
@@ -206,21 +72,22 @@ def killed_run(tmp_path_factory):
     started = time.monotonic()
     try:
         for mode in modes:
-            before = _steps(checkpoint_dir)
+            before = checkpoint_steps(checkpoint_dir)
             resume_step = before[-1] if before else 0
             run = launcher.start()
             if mode == "startup":
                 time.sleep(rng.uniform(0.3, 2.0))
             else:
                 target = resume_step + rng.randint(1, 3)
-                alive = _wait(
-                    lambda target=target: (_steps(checkpoint_dir) or [0])[-1] >= target, run
+                alive = wait_for(
+                    lambda target=target: (checkpoint_steps(checkpoint_dir) or [0])[-1] >= target,
+                    run,
                 )
                 assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
                 if mode == "write":
                     pause_request.write_text("pause")
                     paused = pause_request.with_name(pause_request.name + ".paused")
-                    alive = _wait(paused.exists, run)
+                    alive = wait_for(paused.exists, run)
                     assert alive, "the run ended before its kill: " + launcher.log(
                         run.number, "err"
                     )
@@ -229,7 +96,11 @@ def killed_run(tmp_path_factory):
                     time.sleep(rng.uniform(0.0, 0.3))
             assert run.alive(), launcher.log(run.number, "err")[-3000:]
             assert run.kill() == signal.SIGKILL  # killed by the signal, not ended
-            kill = {"mode": mode, "resumed_from": resume_step, "listed": _steps(checkpoint_dir)}
+            kill = {
+                "mode": mode,
+                "resumed_from": resume_step,
+                "listed": checkpoint_steps(checkpoint_dir),
+            }
             if mode == "write":
                 paused = pause_request.with_name(pause_request.name + ".paused")
                 kill["paused_in"] = paused.read_text()
@@ -303,7 +174,7 @@ def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
     resumed_from = killed_run["kills"][-1]["listed"][-1]
     stdout = killed_run["finished"]
     assert f"resumed from the checkpoint of step {resumed_from}" in stdout
-    assert _steps(killed_run["run_dir"] / "checkpoints") == [
+    assert checkpoint_steps(killed_run["run_dir"] / "checkpoints") == [
         TRAIN_STEPS - 2,
         TRAIN_STEPS - 1,
         TRAIN_STEPS,
@@ -347,4 +218,4 @@ def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
         f"ckpt-{TRAIN_STEPS} cannot be read" in record.getMessage() for record in caplog.records
     )
     assert (checkpoint_dir / "corrupt" / f"ckpt-{TRAIN_STEPS}.index").exists()
-    assert _steps(checkpoint_dir) == [TRAIN_STEPS, TRAIN_STEPS + 1, TRAIN_STEPS + 2]
+    assert checkpoint_steps(checkpoint_dir) == [TRAIN_STEPS, TRAIN_STEPS + 1, TRAIN_STEPS + 2]

@@ -1,0 +1,148 @@
+"""Shared machinery of the kill-and-resume tests (tests/test_training_resume.py, one device;
+tests/test_training_strategy_resume.py, MirroredStrategy): `train` runs in processes of their
+own that a test kills with SIGKILL and restarts with the same command.
+
+To spare each process the TensorFlow import (most of a start-up), a launcher imports once and
+forks one child per line of its stdin (the line names the config; empty: the launcher's
+default); it forks before any TensorFlow op has run, so each child starts TensorFlow's runtime
+afresh, as a new process does, and can still split the CPU into logical devices. One
+test-only hook: when the file PAUSE_REQUEST exists, the next checkpoint save stops between
+writing its files and listing them in the `checkpoint` state file (the moment a kill during a
+write matters) and waits there to be killed.
+"""
+
+import os
+import signal
+import subprocess
+import textwrap
+import time
+
+from keras_transformer.training import list_checkpoints
+from tests._training_fixtures import PYTHON, REPO, subprocess_env
+
+RUNNER = textwrap.dedent("""
+    import os, sys, time
+    from tensorflow.python.checkpoint import checkpoint_management
+
+    default_config, pause_request, logs = sys.argv[1:4]
+    Manager = checkpoint_management.CheckpointManager
+    save, record_state = Manager.save, Manager._record_state
+
+    def pausing_save(self, *args, **kwargs):
+        # Asked before the save starts: the whole save is the one to interrupt.
+        self.pause_in_this_save = os.path.exists(pause_request)
+        return save(self, *args, **kwargs)
+
+    def pausing_record_state(self):
+        if getattr(self, "pause_in_this_save", False):
+            with open(pause_request + ".paused", "w") as file:
+                file.write(self._latest_checkpoint)
+            time.sleep(600)
+        record_state(self)
+
+    Manager.save, Manager._record_state = pausing_save, pausing_record_state
+    from keras_transformer.cli import main
+    import keras_transformer.data, keras_transformer.model, keras_transformer.training.trainer
+
+    for number, line in enumerate(sys.stdin):
+        config = line.strip() or default_config
+        pid = os.fork()
+        if pid == 0:
+            log = os.path.join(logs, f"run{number}")
+            with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+            code = 1
+            try:
+                code = main(["train", "--config", config]) or 0
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(pid, flush=True)
+        print(os.waitpid(pid, 0)[1], flush=True)
+""")
+
+
+class Launcher:
+    """Starts runs (forked children of the launcher), one at a time, and reports on them."""
+
+    def __init__(self, directory, config, pause_request):
+        directory.mkdir(parents=True, exist_ok=True)
+        runner = directory / "runner.py"
+        runner.write_text(RUNNER)
+        self.logs = directory / "logs"
+        self.logs.mkdir()
+        self.stderr = open(directory / "launcher.err", "w")
+        self.process = subprocess.Popen(
+            [PYTHON, str(runner), config, str(pause_request), str(self.logs)],
+            cwd=REPO,
+            env=subprocess_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        self.runs = 0
+
+    def start(self, config=""):
+        """Starts `train` on `config` (default: the launcher's)."""
+        self.process.stdin.write(f"{config}\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line.strip(), "the launcher failed: " + self.log(None, "err")
+        self.pid, self.number = int(line), self.runs
+        self.runs += 1
+        return self
+
+    def alive(self):
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill(self):
+        os.kill(self.pid, signal.SIGKILL)
+        return self.wait()
+
+    def wait(self):
+        """The run's wait status (0: exit code 0)."""
+        return int(self.process.stdout.readline())
+
+    def log(self, number, stream):
+        if number is None:
+            self.stderr.flush()
+            return (self.logs.parent / "launcher.err").read_text()[-3000:]
+        return (self.logs / f"run{number}.{stream}").read_text()
+
+    def close(self):
+        if self.runs and self.alive():  # a run left behind by a failed assertion
+            os.kill(self.pid, signal.SIGKILL)
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stderr.close()
+
+
+def checkpoint_steps(checkpoint_dir):
+    """The steps of the listed checkpoints in `checkpoint_dir` (none when it is absent)."""
+    if not os.path.isdir(checkpoint_dir):
+        return []
+    return [int(path.rsplit("-", 1)[1]) for path in list_checkpoints(checkpoint_dir)]
+
+
+def wait_for(predicate, run, seconds=300):
+    """Waits until `predicate()` holds (True) or `run` ends (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if not run.alive():
+            return False
+        time.sleep(0.01)
+    raise AssertionError(f"the training process made no progress in {seconds} s")
