@@ -124,6 +124,69 @@ def test_missing_files_are_named(corpus, tmp_path):
         config.check_paths()
 
 
+def test_missing_files_lists_every_missing_file(corpus, tmp_path):
+    values = tiny_config(tmp_path, corpus, data={"vocab": str(tmp_path)})
+    values["data"]["train"].append({"source": corpus["train_source"], "target": "no.tgt"})
+    values["data"]["train"].append(
+        {"tfds": "wmt14_translate/de-en", "source": "en", "target": "de"}
+    )
+    assert TrainingConfig.from_dict(values).missing_files() == [
+        "data.train[1].target: file 'no.tgt' does not exist; check the path",
+        f"data.vocab: file {str(tmp_path)!r} is a directory; check the path",
+    ]
+
+
+def test_environment_variables_in_a_file_are_put_in(corpus, tmp_path, monkeypatch):
+    yaml = pytest.importorskip("yaml")
+    folder = os.path.dirname(corpus["train_source"])
+    values = tiny_config(tmp_path / "run", corpus)
+    values["data"]["train"][0]["source"] = "${CORPUS_DIR}/train.src"
+    values["data"]["dev"]["target"] = "${CORPUS_DIR}/${DEV_NAME}"
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(values))
+    monkeypatch.setenv("CORPUS_DIR", folder)
+    monkeypatch.setenv("DEV_NAME", "dev.tgt")
+    config = TrainingConfig.from_file(path)
+    assert config.data.train[0].source == corpus["train_source"]
+    assert config.data.dev.target == corpus["dev_target"]
+    # In a --set value too; a changed value is not read from the file at all.
+    config = TrainingConfig.from_file(path, overrides=["output_dir=${CORPUS_DIR}/run2"])
+    assert config.output_dir == f"{folder}/run2"
+    monkeypatch.delenv("DEV_NAME")
+    with pytest.raises(UserInputError) as raised:
+        TrainingConfig.from_file(path)
+    assert str(raised.value).startswith(
+        f"{path}: data.dev.target: the environment variable DEV_NAME in "
+        "'${CORPUS_DIR}/${DEV_NAME}' is not set"
+    )
+    monkeypatch.setenv("DEV_NAME", "")  # empty is unset: it would make a path of the folder
+    with pytest.raises(UserInputError, match="DEV_NAME"):
+        TrainingConfig.from_file(path)
+    changed = TrainingConfig.from_file(
+        path, changes={"data.dev": {"source": "a.en", "target": "a.de"}}
+    )
+    assert changed.data.dev.target == "a.de"
+
+
+def test_changes_apply_before_overrides(corpus, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(tiny_config(tmp_path / "run", corpus)))
+    config = TrainingConfig.from_file(
+        path,
+        overrides=["schedule.train_steps=7"],
+        changes={"schedule.train_steps": 5, "schedule.warmup_steps": 3},
+    )
+    assert (config.schedule.train_steps, config.schedule.warmup_steps) == (7, 3)
+
+
+def test_to_yaml_reads_back_as_the_same_config(corpus, tmp_path):
+    yaml = pytest.importorskip("yaml")
+    config = TrainingConfig.from_dict(tiny_config(tmp_path, corpus))
+    text = config.to_yaml()
+    assert text.startswith("output_dir: ")  # in the order of the dataclass
+    assert TrainingConfig.from_dict(yaml.safe_load(text)) == config
+
+
 def test_train_rejects_bad_input_before_training(corpus, tmp_path):
     from keras_transformer.training import train
 
