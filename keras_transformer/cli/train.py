@@ -1,8 +1,9 @@
 """`keras-transformer train`: train (or resume) a model from a YAML/JSON `TrainingConfig`.
 
 Running the same command again after an interruption resumes from the newest checkpoint in
-the config's `output_dir`. The keys of the file are documented in
-`keras_transformer.training.config`; `--set KEY=VALUE` overrides one (dotted keys).
+the config's `output_dir`. The recipes are in configs/; every key of a config is in the
+configuration reference (`python -m keras_transformer.training.config` prints it). `--set
+KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training.
 """
 
 import sys

@@ -16,7 +16,7 @@ Example:
     >>> from keras_transformer.training import train
     >>> result = train("configs/multi30k.yaml")  # doctest: +SKIP
     >>> result.output_dir.translation_model  # doctest: +SKIP
-    'runs/multi30k/averaged.keras'
+    'runs/multi30k_en_de/averaged.keras'
 """
 
 import importlib

@@ -139,7 +139,7 @@ def train(config, callbacks=None):
     Example:
         >>> result = train("configs/multi30k.yaml")  # doctest: +SKIP
         >>> result.output_dir.translation_model  # doctest: +SKIP
-        'runs/multi30k/averaged.keras'
+        'runs/multi30k_en_de/averaged.keras'
     """
     config = load_training_config(config)
     config.check_paths()
