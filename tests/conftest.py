@@ -1,5 +1,8 @@
 """Shared test settings: the TensorFlow backend unless KERAS_BACKEND says otherwise, quiet
-TensorFlow logs, and `data_dir` for tests that need ../shared/data (KT_DATA_DIR)."""
+TensorFlow logs, `data_dir` for tests that need ../shared/data (KT_DATA_DIR), and
+KT_FAIL_ON_SKIP=1 (set by .ci/run): a skipped test fails instead, with its reason, since CI
+has the data and every extra a test may skip without (a local run without them still skips).
+"""
 
 import os
 import pathlib
@@ -10,6 +13,33 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
+
+
+def _fail_on_skip():
+    return os.environ.get("KT_FAIL_ON_SKIP") == "1"
+
+
+def _as_failure(report):
+    """Turns a skipped report into a failure that gives the skip's reason."""
+    if not (_fail_on_skip() and report.skipped and not hasattr(report, "wasxfail")):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"skipped under KT_FAIL_ON_SKIP=1 (CI has the data and every extra): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _as_failure(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A module-level importorskip skips the whole file at collection.
+    outcome = yield
+    _as_failure(outcome.get_result())
 
 
 @pytest.fixture(autouse=True)
