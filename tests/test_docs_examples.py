@@ -205,6 +205,16 @@ def example_env(extra_path=()):
     return env
 
 
+def cli_shim(directory):
+    """A `keras-transformer` command in `directory` that runs this interpreter's package, so
+    that bash examples call the code under test however it was installed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / "keras-transformer"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m keras_transformer "$@"\n')
+    shim.chmod(0o755)
+    return directory
+
+
 def documented_pages():
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
     return [str(page.relative_to(REPO)) for page in pages if page.is_file()]
@@ -280,7 +290,7 @@ def test_documented_examples_run(page, request, tmp_path, data_dir):
         return  # the page's markers were checked by parse_blocks; nothing to run
     run = request.getfixturevalue("quickstart_run")
     workdir = page_workdir(tmp_path / "work", run)
-    env = example_env()
+    env = example_env(extra_path=[str(cli_shim(tmp_path / "bin"))])
     env["KT_DATA_DIR"] = str(data_dir)
     failure = run_blocks(runnable, workdir, env)
     assert failure is None, failure
