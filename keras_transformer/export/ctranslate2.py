@@ -8,8 +8,9 @@ extra), imported only here.
 How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transformer_spec.py`):
 
 - post-norm (`pre_norm=False`) or pre-norm with its final LayerNorm per stack; ReLU;
-- embeddings x sqrt(d_model), then the positional table (our sinusoids, or the learned
-  table) written out row by row for `max_length` positions;
+- embeddings x sqrt(d_model) (or unscaled, per stack), then the positional table (our
+  sinusoids, or the learned table) written out for `max_length` positions: CTranslate2 has
+  no later position, as our model has none (its `max_decoding_length` must stay within);
 - the source embedding, the target embedding and the pre-softmax projection, tied or not
   (`optimize` stores a matrix used twice once);
 - heads of width d_k != d_model / h via the attention spec's `head_dim`; d_k != d_v by padding
@@ -18,6 +19,8 @@ How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transforme
   padded width's 1/sqrt(width) is still 1/sqrt(d_k): the outputs are unchanged.
 - our searches never emit pad or bos; the projection's bias keeps them out of CTranslate2's
   outputs likewise (`FORBIDDEN_LOGIT`).
+
+Refused, with the layer named: a feed-forward activation other than ReLU.
 """
 
 import contextlib
@@ -71,22 +74,25 @@ def import_ctranslate2():
 
 
 def check_exportable(model):
-    """Raises `UserInputError` naming what of `model` CTranslate2's `TransformerSpec` cannot
-    hold; returns its config otherwise."""
+    """Raises `UserInputError` naming what of `model` the `TransformerSpec` written here
+    cannot hold; returns its config otherwise."""
+    import keras
+
     config = getattr(model, "config", None)
     if config is None or not all(hasattr(model, name) for name in ("encoder", "decoder")):
         raise UserInputError(
             f"only a keras_transformer Transformer exports to CTranslate2, got "
             f"{type(model).__name__} (an ensemble exports one model at a time)"
         )
-    for embedding in (model.source_embedding, model.target_embedding):
-        if not getattr(embedding, "scale", True):
-            raise UserInputError(
-                f"the {embedding.name} does not scale by sqrt(d_model): CTranslate2 scales "
-                "the source and target embeddings alike"
-            )
-    if model.target_embedding.scale != model.source_embedding.scale:
-        raise UserInputError("CTranslate2 needs one embedding scale for source and target")
+    for stack in (model.encoder, model.decoder):
+        for layer in stack.transformer_layers:
+            activation = layer.feed_forward.inner_dense.activation
+            if activation is not keras.activations.relu:
+                raise UserInputError(
+                    f"{stack.name}/{layer.name}/feed_forward has the activation "
+                    f"{getattr(activation, '__name__', activation)!r}: the CTranslate2 export "
+                    "writes ReLU feed-forward layers (the paper's) only"
+                )
     return config
 
 
@@ -100,6 +106,13 @@ def _array(variable):
     from keras import ops
 
     return np.asarray(ops.convert_to_numpy(variable), dtype="float32")
+
+
+def _bias(layer):
+    """A Dense layer's bias; zeros for one built with `use_bias=False`."""
+    if layer.bias is None:
+        return np.zeros((layer.kernel.shape[-1],), "float32")
+    return _array(layer.bias)
 
 
 def _heads(kernel, bias, num_heads, width):
@@ -127,9 +140,7 @@ class _Converter:
         """(query, key, value) as `(weight, bias)` pairs of `width` per head."""
 
         def dense(layer, scale=1.0):
-            kernel, bias = _heads(
-                _array(layer.kernel), _array(layer.bias), self.num_heads, self.width
-            )
+            kernel, bias = _heads(_array(layer.kernel), _bias(layer), self.num_heads, self.width)
             return kernel * scale, bias * scale
 
         return (
@@ -143,7 +154,7 @@ class _Converter:
         kernel = kernel.reshape(self.num_heads, -1, kernel.shape[-1])
         kernel = np.pad(kernel, ((0, 0), (0, self.width - kernel.shape[1]), (0, 0)))
         target.weight = kernel.reshape(-1, kernel.shape[-1]).T.copy()
-        target.bias = _array(attention.output_dense.bias)
+        target.bias = _bias(attention.output_dense)
 
     @staticmethod
     def fused(target, pairs):
@@ -153,7 +164,7 @@ class _Converter:
     @staticmethod
     def dense(target, layer):
         target.weight = np.ascontiguousarray(_array(layer.kernel).T)
-        target.bias = _array(layer.bias)
+        target.bias = _bias(layer)
 
     @staticmethod
     def norm(target, layer):
@@ -215,10 +226,10 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
     converter = _Converter(config)
     pre_norm = config.norm_position == "pre"
     head_dim = None if converter.width * config.num_heads == config.d_model else converter.width
-    stacks = dict(num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    shape = dict(num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim)
     spec = transformer_spec.TransformerSpec(
-        transformer_spec.TransformerEncoderSpec(config.num_layers, **stacks),
-        transformer_spec.TransformerDecoderSpec(config.num_layers, **stacks),
+        transformer_spec.TransformerEncoderSpec(config.num_layers, **shape),
+        transformer_spec.TransformerDecoderSpec(config.num_layers, **shape),
     )
     spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
     spec.config.unk_token = tokens[1]
@@ -228,8 +239,12 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
 
     spec.encoder.embeddings[0].weight = _array(model.source_embedding.embeddings)
     spec.decoder.embeddings.weight = _array(model.target_embedding.embeddings)
-    for target, stack in ((spec.encoder, model.encoder), (spec.decoder, model.decoder)):
-        target.scale_embeddings = True
+    stacks = (
+        (spec.encoder, model.encoder, model.source_embedding),
+        (spec.decoder, model.decoder, model.target_embedding),
+    )
+    for target, stack, embedding in stacks:
+        target.scale_embeddings = bool(getattr(embedding, "scale", True))
         target.position_encodings.encodings = _positions(stack, config)
         if pre_norm:
             converter.norm(target.layer_norm, stack.final_norm)
