@@ -251,3 +251,44 @@ def test_padding_masks_skip_the_cudnn_attention_that_refuses_them():
     # On a GPU, cuDNN refused [batch, 1, 1, keys] masks and Keras logged a traceback at every
     # trace before using XLA's attention.
     assert "OK jax" in run_without_tensorflow("jax", NO_CUDNN_TRY_FOR_PADDING_MASKS)
+
+
+CARRIED_VOCABULARY = """
+    import json
+    import keras
+    from keras_transformer.translation import Translator
+
+    model_path, expected = sys.argv[1], json.loads(sys.argv[2])
+    translator = Translator.load(model_path, max_extra_length=5)  # nothing beside the file
+    assert translator.translate(expected["sources"]) == expected["translations"]
+    assert not tensorflow_loaded()
+    print("OK", keras.backend.backend())
+"""
+
+
+@pytest.fixture(scope="module")
+def keras_file_with_its_vocabulary(tmp_path_factory):
+    """A `.keras` file saved into a run folder as training saves it (carrying the run's
+    vocabulary), alone in its folder, and its translations on TensorFlow."""
+    from keras_transformer.training.output_dir import atomic_save_model
+    from keras_transformer.translation import Translator
+    from tests._decoding_fixtures import SENTENCES, train_char_vocabulary
+
+    run = tmp_path_factory.mktemp("run")
+    os.replace(train_char_vocabulary(run), run / "vocab.model")
+    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
+    atomic_save_model(model, run / "model.keras")
+    (run / "vocab.model").unlink()
+    sources = SENTENCES[:3]
+    translator = Translator.load(str(run / "model.keras"), max_extra_length=5)
+    expected = {"sources": sources, "translations": translator.translate(sources)}
+    return run / "model.keras", json.dumps(expected)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_keras_file_translates_with_its_own_vocabulary_without_tensorflow(
+    backend, keras_file_with_its_vocabulary
+):
+    """On JAX and PyTorch the file translates with nothing beside it, as on TensorFlow."""
+    path, expected = keras_file_with_its_vocabulary
+    assert f"OK {backend}" in run_without_tensorflow(backend, CARRIED_VOCABULARY, path, expected)
