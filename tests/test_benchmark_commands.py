@@ -11,6 +11,7 @@ DURABLE = [
     "train_throughput",
     "decode_throughput",
     "pipeline_throughput",
+    "resume_replay",
     "step_floor",
     "serving_soak",
     "tf_serving_compat",
