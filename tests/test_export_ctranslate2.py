@@ -5,6 +5,7 @@ pre-norm, tied and untied embeddings, learned positions, and heads whose width i
 d_model / h; the directory alone translates raw text; bad input is one error."""
 
 import json
+import pathlib
 import shutil
 import sys
 
@@ -261,3 +262,25 @@ def test_unscaled_source_embedding_exports_as_such(tmp_path):
     )
     got = [[TOKENS.index(t) for t in r.hypotheses[0]] for r in results]
     assert got == ours(model, source_ids, 1)
+
+
+def test_failed_export_keeps_the_previous_one(run_folder, tmp_path, capsys, monkeypatch):
+    from ctranslate2.specs import transformer_spec
+
+    output = tmp_path / "ct2"
+    assert export(run_folder, output) == 0
+    before = {p.name: p.read_bytes() for p in output.iterdir()}
+
+    def save_half_then_fail(spec, directory):
+        (tmp_path / "ct2-half").write_text(directory)  # where it wrote
+        with open(f"{directory}/model.bin", "wb") as file:
+            file.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(transformer_spec.TransformerSpec, "save", save_half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        export(run_folder, output, "--overwrite")
+    assert {p.name: p.read_bytes() for p in output.iterdir()} == before
+    staging = (tmp_path / "ct2-half").read_text()
+    assert staging != str(output) and not pathlib.Path(staging).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "ct2-half"]

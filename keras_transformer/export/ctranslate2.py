@@ -315,7 +315,13 @@ def _directory_beside(output_dir):
         if output_dir.exists():
             old = staging.with_name(staging.name + ".old")
             os.rename(output_dir, old)
-        os.rename(staging, output_dir)
+        try:
+            os.rename(staging, output_dir)
+        except OSError:
+            if old is not None:  # put the previous export back
+                os.rename(old, output_dir)
+                old = None
+            raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if old is not None:
