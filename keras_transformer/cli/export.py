@@ -3,6 +3,7 @@ ours (text in, beam search in the graph, text out), or with `--format ctranslate
 CTranslate2 model directory (docs/ctranslate2.md)."""
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.export.ctranslate2 import QUANTIZATIONS
 from keras_transformer.export.saved_model import (
     DEFAULT_ALPHA,
     DEFAULT_BEAM_SIZE,
@@ -16,8 +17,6 @@ HELP = (
 )
 EXAMPLE = "keras-transformer export --model runs/ende --name ende   # -> saved_models/ende/1/"
 FORMATS = ("saved_model", "ctranslate2")
-# The weight types of `--format ctranslate2` (keras_transformer.export.ctranslate2).
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16")
 # Each format's own options, with their defaults: given with the other format, they are an
 # error rather than silently ignored.
 SAVED_MODEL_OPTIONS = {
