@@ -154,7 +154,7 @@ def prepare_corpus(data_dir, output_dir, target, preprocessing):
     return folder
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data-dir", default=None, help="the Multi30k folder (default: $KT_DATA_DIR/multi30k)"
@@ -215,6 +215,11 @@ def main(argv=None):
         dest="overrides",
         help="override a TrainingConfig key (repeatable)",
     )
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     data_dir = args.data_dir

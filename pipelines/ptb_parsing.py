@@ -429,20 +429,48 @@ def build_parser():
     return parser
 
 
+def option_problem(args, data_dir):
+    """What is wrong with the options that the parser cannot see, or None."""
+    if not data_dir:
+        return "give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)"
+    if args.pos_tags and args.word_slots:
+        return "--pos-tags and --word-slots both fill the word slots: give one"
+    if not math.isfinite(args.opening_penalty):
+        return f"--opening-penalty must be a finite number, got {args.opening_penalty}"
+    if args.unconstrained and args.opening_penalty:
+        return (
+            "--opening-penalty applies to the constrained search: drop --unconstrained or "
+            "--opening-penalty"
+        )
+    return None
+
+
+def print_scores(report, figures, beam_size, alpha, output_dir):
+    """The dev parse's EVALB summary and search figures, for people (the JSON line follows)."""
+    print(
+        f"wsj_sample.dev, {figures['sentences']} sentences, beam {beam_size}, alpha "
+        f"{alpha}, opening penalty {figures['opening_penalty']}: parsed in "
+        f"{figures['parse_seconds']} s "
+        f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
+        f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees"
+    )
+    print(report.format())
+    if "gold_tags" in figures:
+        comparable = figures["gold_tags"]
+        print(
+            f"Scored with the gold tags in, as XX and word slots are (bracket F1 over every "
+            f"sentence): F1 {comparable['f1']} (P {comparable['precision']} / R "
+            f"{comparable['recall']}), error sentences {comparable['error_sentences']}"
+        )
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
 
     data_dir = args.data_dir or os.environ.get("KT_DATA_DIR")
-    if not data_dir:
-        print(
-            "ptb_parsing: give --data-dir or set KT_DATA_DIR (e.g. ../shared/data)", file=sys.stderr
-        )
-        return 2
-    if args.pos_tags and args.word_slots:
-        print(
-            "ptb_parsing: --pos-tags and --word-slots both fill the word slots: give one",
-            file=sys.stderr,
-        )
+    problem = option_problem(args, data_dir)
+    if problem:
+        print(f"ptb_parsing: {problem}", file=sys.stderr)
         return 2
     linearizer = Linearizer(
         pos_tags=args.pos_tags,
@@ -450,19 +478,6 @@ def main(argv=None):
         word_slots=args.word_slots,
     )
     opening_penalty = args.opening_penalty
-    if not math.isfinite(opening_penalty):
-        print(
-            f"ptb_parsing: --opening-penalty must be a finite number, got {opening_penalty}",
-            file=sys.stderr,
-        )
-        return 2
-    if args.unconstrained and opening_penalty:
-        print(
-            "ptb_parsing: --opening-penalty applies to the constrained search: drop "
-            "--unconstrained or --opening-penalty",
-            file=sys.stderr,
-        )
-        return 2
     vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else VOCAB_SIZE)[args.data]
     try:
         from keras_transformer.training import train
@@ -517,21 +532,7 @@ def main(argv=None):
     except UserInputError as error:
         print(f"ptb_parsing: error: {error}", file=sys.stderr)
         return 2
-    print(
-        f"wsj_sample.dev, {figures['sentences']} sentences, beam {args.beam_size}, alpha "
-        f"{args.alpha}, opening penalty {figures['opening_penalty']}: parsed in "
-        f"{figures['parse_seconds']} s "
-        f"({figures['sentences_per_second']} sentences/s); {figures['repaired']} output(s) "
-        f"repaired {figures['repairs'] or ''}; trees: {output_dir}/dev.parsed.trees"
-    )
-    print(report.format())
-    if "gold_tags" in figures:
-        comparable = figures["gold_tags"]
-        print(
-            f"Scored with the gold tags in, as XX and word slots are (bracket F1 over every "
-            f"sentence): F1 {comparable['f1']} (P {comparable['precision']} / R "
-            f"{comparable['recall']}), error sentences {comparable['error_sentences']}"
-        )
+    print_scores(report, figures, args.beam_size, args.alpha, output_dir)
     print(
         report.to_json(
             pipeline="ptb_parsing",

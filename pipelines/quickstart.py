@@ -251,7 +251,64 @@ def plot_attention(model, vocabulary, source, target, png_path):
     )
 
 
-def main(argv=None):
+def evaluate_test(run, test_files, output_dir, test_size, beam_size, alpha, max_extra_length):
+    """Translates the first `test_size` test sentences with the run's averaged model, writes
+    them to OUTPUT/test.hyp.de and prints sacreBLEU, chrF and exact match; returns the
+    `Translator`, the `evaluate` report and the exact match."""
+    from keras_transformer.evaluation import evaluate
+    from keras_transformer.translation import Translator
+
+    sources = test_files[0].read_text(encoding="utf-8").splitlines()[:test_size]
+    references = test_files[1].read_text(encoding="utf-8").splitlines()[:test_size]
+    translator = Translator.load(
+        str(run.path), beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length
+    )
+    hypotheses = translator.translate(sources)
+    report = evaluate(hypotheses, references)
+    exact_match = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
+    (output_dir / "test.hyp.de").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    print(f"      sacreBLEU {report.bleu:.1f}  ({report.bleu_signature})")
+    print(f"      chrF {report.chrf:.1f}  ({report.chrf_signature})")
+    print(f"      exact match {exact_match:.1%} (target: > 98%)")
+    return translator, report, exact_match
+
+
+def export_and_serve(translator, run, export_dir, beam_size, max_extra_length):
+    """Exports the SavedModel, translates `SAMPLES` through its signature in a fresh process
+    (as TF Serving loads it) and through `translate()`, and prints both; returns the export
+    path and `translate()`'s translations."""
+    from keras_transformer.export import export_saved_model
+    from keras_transformer.translation import translate
+
+    export_path = export_saved_model(
+        translator.model,
+        str(run.vocabulary),
+        "quickstart",
+        base_dir=export_dir,
+        max_beam_size=beam_size,
+        beam_size=beam_size,
+        max_extra_length=max_extra_length,
+    )
+    samples = [english for english, _ in SAMPLES]
+    served = subprocess.run(
+        [sys.executable, "-c", SERVING_CHECK, str(export_path), json.dumps(samples)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    served = json.loads(served.stdout.strip().splitlines()[-1])
+    in_process = translate(samples, model=translator)
+    for (source, expected), via_signature, via_api in zip(SAMPLES, served, in_process):
+        notes = [] if via_signature == expected else [f"expected {expected!r}"]
+        if via_signature != via_api:
+            notes.append(f"translate() gave {via_api!r}")
+        note = f"   ({'; '.join(notes)})" if notes else ""
+        print(f"      {source!r:32} -> {via_signature!r}{note}")
+
+    return export_path, in_process
+
+
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--output-dir",
@@ -322,12 +379,15 @@ def main(argv=None):
         help="initial weights, dropout and batch order (default: the config's, 1); the "
         "corpus and its splits stay the same",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def checked_recipe(parser, args):
+    """The recipe file's values, after refusing options it cannot train with (one line,
+    exit 2, before any work)."""
     from keras_transformer.errors import UserInputError
     from keras_transformer.training.config import read_config_file
 
-    if args.data_only:
-        return write_data_only(args.output_dir)
     limit = args.max_train_minutes
     if limit is not None and not (math.isfinite(limit) and limit >= 0):
         parser.error(f"--max-train-minutes {limit}: give minutes > 0, or 0 for no limit")
@@ -341,12 +401,18 @@ def main(argv=None):
             f"--steps {args.steps}: give at least 2 updates (1 with --decay rsqrt: "
             "the linear decay needs an update after its warm-up)"
         )
+    return recipe
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.data_only:
+        return write_data_only(args.output_dir)
+    recipe = checked_recipe(parser, args)
     started = time.monotonic()
 
-    from keras_transformer.evaluation import evaluate
-    from keras_transformer.export import export_saved_model
     from keras_transformer.training import train
-    from keras_transformer.translation import Translator, translate
 
     output_dir = pathlib.Path(args.output_dir or recipe["output_dir"])
     corpus = write_corpus(output_dir=output_dir)
@@ -367,7 +433,9 @@ def main(argv=None):
         args.beam_size,
         seed=args.seed,
         decay=args.decay,
-        max_train_minutes="recipe" if limit is None else (limit or None),
+        max_train_minutes="recipe"
+        if args.max_train_minutes is None
+        else (args.max_train_minutes or None),
     )
     steps, limit = config.schedule.train_steps, config.schedule.max_train_minutes
     beam_size, alpha = config.dev_bleu.beam_size, config.dev_bleu.alpha
@@ -387,51 +455,21 @@ def main(argv=None):
     print(
         f"[3/5] evaluating the averaged model on the test split (beam {beam_size}, alpha {alpha})"
     )
-    sources = english["test"][: args.test_size]
-    references = corpus["test"][1].read_text(encoding="utf-8").splitlines()[: args.test_size]
-    translator = Translator.load(
-        str(run.path), beam_size=beam_size, alpha=alpha, max_extra_length=args.max_extra_length
+    translator, report, exact_match = evaluate_test(
+        run, corpus["test"], output_dir, args.test_size, beam_size, alpha, args.max_extra_length
     )
-    hypotheses = translator.translate(sources)
-    report = evaluate(hypotheses, references)
-    exact_match = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
-    (output_dir / "test.hyp.de").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
-    print(f"      sacreBLEU {report.bleu:.1f}  ({report.bleu_signature})")
-    print(f"      chrF {report.chrf:.1f}  ({report.chrf_signature})")
-    print(f"      exact match {exact_match:.1%} (target: > 98%)")
 
     print("[4/5] exporting the SavedModel and loading it as TF Serving does")
-    export_path = export_saved_model(
-        translator.model,
-        str(run.vocabulary),
-        "quickstart",
-        base_dir=args.export_dir,
-        max_beam_size=beam_size,
-        beam_size=beam_size,
-        max_extra_length=args.max_extra_length,
+    export_path, in_process = export_and_serve(
+        translator, run, args.export_dir, beam_size, args.max_extra_length
     )
-    samples = [english for english, _ in SAMPLES]
-    served = subprocess.run(
-        [sys.executable, "-c", SERVING_CHECK, str(export_path), json.dumps(samples)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    served = json.loads(served.stdout.strip().splitlines()[-1])
-    in_process = translate(samples, model=translator)
-    for (source, expected), via_signature, via_api in zip(SAMPLES, served, in_process):
-        notes = [] if via_signature == expected else [f"expected {expected!r}"]
-        if via_signature != via_api:
-            notes.append(f"translate() gave {via_api!r}")
-        note = f"   ({'; '.join(notes)})" if notes else ""
-        print(f"      {source!r:32} -> {via_signature!r}{note}")
 
     print("[5/5] plots")
     learning_curve = output_dir / "learning_curve.png"
     plot_learning_curve(run.history, run.log_dir, [(result.step, report.bleu)], learning_curve)
     attention_map = output_dir / "attention.png"
     plot_attention(
-        translator.model, translator.vocabulary, samples[0], in_process[0], attention_map
+        translator.model, translator.vocabulary, SAMPLES[0][0], in_process[0], attention_map
     )
 
     summary = {
