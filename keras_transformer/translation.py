@@ -29,6 +29,7 @@ in the list given (`texts[0]`): the CLI translates a file in chunks.
 import contextlib
 import contextvars
 import copy
+import logging
 import os
 import warnings
 
@@ -92,6 +93,27 @@ def _input_name(index):
 # -- compiled search ----------------------------------------------------------------------------
 
 
+class _SearchRetracingFilter(logging.Filter):
+    """Drops TensorFlow's "triggered tf.function retracing" warning about `Translator._search`.
+
+    Those traces are by design: each `Translator` compiles its own search (its settings are
+    constants of the graph), once per source-batch shape, and shapes are bucketed
+    (`LENGTH_MULTIPLE`) so that they are few; static shapes keep the search's loop simple.
+    The warning counts them across Translators and would read as a bug. Any other function's
+    retracing warning still shows.
+    """
+
+    def filter(self, record):
+        message = record.getMessage()
+        return not ("triggered tf.function retracing" in message and "._search " in message)
+
+
+def _quiet_search_retracing():
+    logger = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _SearchRetracingFilter) for f in logger.filters):
+        logger.addFilter(_SearchRetracingFilter())
+
+
 def compile_search(search_fn, decoder, enabled=True):
     """`search_fn(source_ids, *extra) -> tuple of tensors`, compiled for the current backend.
 
@@ -109,6 +131,7 @@ def compile_search(search_fn, decoder, enabled=True):
     if backend == "tensorflow":
         import tensorflow as tf
 
+        _quiet_search_retracing()
         return tf.function(search_fn)
     import jax
 

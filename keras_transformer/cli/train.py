@@ -105,3 +105,6 @@ def _log_to_stderr():
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     package.addHandler(handler)
     package.setLevel(logging.INFO)
+    # Not to the root logger too: a library that logs through it during training installs
+    # a root handler (logging.basicConfig), which would print every note a second time.
+    package.propagate = False

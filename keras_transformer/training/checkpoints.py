@@ -36,6 +36,7 @@ checkpoint that cannot be read (a disk error, a truncated copy) is moved to
 `checkpoints/corrupt/` with a warning and the previous one is restored instead.
 """
 
+import functools
 import logging
 import os
 import shutil
@@ -285,7 +286,20 @@ def has_data_iterator(path):
 
 
 def _has_key(path, prefix):
-    return any(name.startswith(prefix) for name, _ in tf.train.list_variables(path))
+    return any(name.startswith(prefix) for name in _variable_names(path))
+
+
+def _variable_names(path):
+    """The names the checkpoint at `path` holds, listed once per version of its index file
+    (a restore asks several questions of one checkpoint)."""
+    index = path + ".index"
+    version = os.stat(index).st_mtime_ns if os.path.exists(index) else None
+    return _listed_names(path, version)
+
+
+@functools.lru_cache(maxsize=8)
+def _listed_names(path, version):
+    return tuple(name for name, _ in tf.train.list_variables(path))
 
 
 def _child_count(path, prefix):
@@ -293,7 +307,7 @@ def _child_count(path, prefix):
     return len(
         {
             name[len(prefix) :].split("/")[0]
-            for name, _ in tf.train.list_variables(path)
+            for name in _variable_names(path)
             if name.startswith(prefix)
         }
     )

@@ -1,0 +1,95 @@
+"""Noise a user sees that says nothing: TensorFlow's retracing warning about the compiled
+search (by design, one trace per Translator and shape bucket), a checkpoint's variables listed
+over and over while it is restored, and the CLI's training notes printed twice."""
+
+import io
+import logging
+
+import tensorflow as tf
+
+from keras_transformer import TransformerConfig, build_model, build_optimizer
+from keras_transformer.training import Checkpointer
+from keras_transformer.training.checkpoints import has_data_iterator
+from keras_transformer.translation import Translator
+from tests._decoding_fixtures import SENTENCES, tiny_model, train_char_vocabulary
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_no_retracing_warning_from_many_translators(tmp_path):
+    vocabulary = train_char_vocabulary(tmp_path)
+    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
+    records = _Records()
+    tensorflow_logger = logging.getLogger("tensorflow")
+    tensorflow_logger.addHandler(records)
+    try:
+        # A new Translator (as a dev evaluation makes) for batches of new shapes each time:
+        # TensorFlow warns from the fifth trace on.
+        for count in range(1, 7):
+            Translator(model, vocabulary, beam_size=2, max_extra_length=2).translate(
+                SENTENCES[:count]
+            )
+    finally:
+        tensorflow_logger.removeHandler(records)
+    assert not [m for m in records.messages if "retracing" in m], records.messages
+    # Another function's retracing warning still shows.
+    tensorflow_logger.addHandler(records)
+    try:
+        tensorflow_logger.warning(
+            "5 out of the last 5 calls to <function f> triggered tf.function retracing."
+        )
+    finally:
+        tensorflow_logger.removeHandler(records)
+    assert len(records.messages) == 1
+
+
+def test_a_restore_lists_the_checkpoint_once(tmp_path, monkeypatch):
+    config = TransformerConfig(
+        vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2, dropout=0.1
+    )
+
+    def checkpointer():
+        model = build_model(config)
+        optimizer = build_optimizer(config.d_model)
+        optimizer.build(model.trainable_variables)
+        return Checkpointer(str(tmp_path / "checkpoints"), model, optimizer)
+
+    checkpointer().save(7)
+    listed = []
+    list_variables = tf.train.list_variables
+    monkeypatch.setattr(
+        tf.train, "list_variables", lambda path: listed.append(path) or list_variables(path)
+    )
+    restoring = checkpointer()
+    assert restoring.restore_latest() == 0  # the optimizer had not stepped
+    assert not has_data_iterator(restoring.restored_path)
+    assert len(listed) == 1, listed
+
+
+def test_the_training_notes_print_once(monkeypatch):
+    from keras_transformer.cli.train import _log_to_stderr
+
+    package = logging.getLogger("keras_transformer")
+    root = logging.getLogger()
+    saved = package.handlers[:], package.level, package.propagate, root.handlers[:]
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    package.handlers.clear()
+    root.handlers.clear()
+    try:
+        _log_to_stderr()
+        # A library logging through the root logger during training installs a root handler.
+        logging.basicConfig(stream=stderr, level=logging.INFO)
+        logging.getLogger("keras_transformer.training.trainer").info("trained 2 steps")
+    finally:
+        package.handlers[:], root.handlers[:] = saved[0], saved[3]
+        package.setLevel(saved[1])
+        package.propagate = saved[2]
+    assert stderr.getvalue().count("trained 2 steps") == 1, stderr.getvalue()
