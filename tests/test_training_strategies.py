@@ -184,6 +184,16 @@ WORKER_SCRIPT = textwrap.dedent("""
 """)
 
 
+ONE_WORKER_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from keras_transformer.training import train
+    result = train(sys.argv[1])
+    assert (result.step, result.num_replicas) == (3, 2), (result.step, result.num_replicas)
+    np.savez(sys.argv[2], *result.model.get_weights())
+""")
+
+
 def _free_ports(count):
     sockets = []
     for _ in range(count):
@@ -252,6 +262,21 @@ def multi_worker_run(tmp_path_factory):
     for process, (stdout, stderr) in zip(processes, outputs):
         assert process.returncode == 0, stderr[-6000:]
         assert "step 3 replicas 2" in stdout
+    # The reference: train() on one worker with the same 2 replicas (2 logical CPUs), so the
+    # same global batches; only the cluster differs.
+    with open(config) as file:
+        one_worker = json.load(file)
+    one_worker.update(strategy="mirrored", num_devices=2, output_dir=str(tmp_path / "one"))
+    one_worker_config = write_config(tmp_path / "one_worker.json", one_worker)
+    completed = subprocess.run(
+        [PYTHON, "-c", ONE_WORKER_SCRIPT, one_worker_config, str(tmp_path / "one_worker.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
+        cwd=REPO,
+    )
+    assert completed.returncode == 0, completed.stderr[-6000:]
     return tmp_path
 
 
@@ -276,6 +301,12 @@ def test_multi_worker_train_entry_point(multi_worker_run):
     assert len(first.files) == len(second.files) > 0
     for name in first.files:
         np.testing.assert_allclose(first[name], second[name], atol=1e-6)
+    # ... and end where train() on one worker with the same replicas ends.
+    one_worker = np.load(tmp_path / "one_worker.npz")
+    assert one_worker.files == first.files
+    for name in first.files:
+        # float32 sums in another order (the all-reduce across processes): rounding only.
+        np.testing.assert_allclose(first[name], one_worker[name], atol=1e-5, rtol=1e-4)
     # Only the chief (worker 0) writes the run folder.
     assert (tmp_path / "run" / "checkpoints" / "ckpt-3.index").exists()
     assert (tmp_path / "run" / "model.keras").exists()
