@@ -123,13 +123,16 @@ def train_char_vocabulary(folder):
 
 
 def tiny_run_folder(folder, vocabulary_path, model):
-    """A training output_dir as translation reads it: model.keras, vocab.model, config.json."""
+    """A training output_dir as `train` leaves it for translation: vocab.model, config.json,
+    and model.keras saved as training saves it (carrying the vocabulary inside)."""
     import shutil
+
+    from keras_transformer.training.output_dir import atomic_save_model
 
     (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
     shutil.copy(vocabulary_path, folder / "vocab.model")
     (folder / "config.json").write_text(model.config.to_json())
-    model.save(folder / "model.keras")
+    atomic_save_model(model, str(folder / "model.keras"))
     return folder
 
 

@@ -3,6 +3,7 @@ the settings given on the command line; bad input is one line and exit code 2.""
 
 import json
 
+import keras
 import pytest
 import tensorflow as tf
 
@@ -91,10 +92,13 @@ def test_bad_input_is_one_line_and_exit_code_2(run_folder, tmp_path, capsys):
     common = ["--name", "tiny", "--base-dir", str(base), *SETTINGS]
     assert main(["export", "--model", str(tmp_path / "missing"), *common]) == 2
     assert "missing" in _error_line(capsys)
-    # A .keras file with no vocab.model beside it and no --vocab.
+    # A .keras file that carries no vocabulary (saved outside a run), with no vocab.model
+    # beside it and no --vocab.
     lone = tmp_path / "lone"
     lone.mkdir()
-    (lone / "model.keras").write_bytes((run_folder / "model.keras").read_bytes())
+    bare = keras.saving.load_model(run_folder / "model.keras", compile=False)
+    bare.tokenizer = None
+    bare.save(lone / "model.keras")
     assert main(["export", "--model", str(lone / "model.keras"), *common]) == 2
     assert "pass --vocab FILE" in _error_line(capsys)
     assert (

@@ -210,3 +210,14 @@ def test_an_output_that_cannot_be_written_is_one_line(run_folder, tmp_path, caps
     assert main(["translate", "--model", str(run_folder), "-o", str(output)]) == 2
     error = capsys.readouterr().err
     assert f"cannot write {str(output)!r}: No such file or directory" in error
+
+
+def test_the_run_folder_is_as_train_leaves_it(run_folder, tmp_path):
+    # model.keras carries the run's vocabulary (training saves it so): alone, it translates.
+    alone = tmp_path / "model.keras"
+    alone.write_bytes((run_folder / "model.keras").read_bytes())
+    translator = Translator.load(str(alone), max_extra_length=3)
+    assert translator.vocabulary.model_proto == (run_folder / "vocab.model").read_bytes()
+    assert {"config.json", "vocab.model", "model.keras", "checkpoints"} <= {
+        path.name for path in run_folder.iterdir()
+    }
