@@ -16,6 +16,7 @@ the program that calls it.
 """
 
 import math
+import os
 
 import numpy as np
 
@@ -63,7 +64,11 @@ def _head_colours(count):
 
 def _save(figure, path):
     if path is not None:
-        figure.savefig(path, dpi=120)
+        # Written beside and renamed: a kill mid-write leaves an earlier picture whole.
+        from keras_transformer.training.output_dir import atomic_write
+
+        with atomic_write(path, "wb") as file:
+            figure.savefig(file, dpi=120, format=os.path.splitext(path)[1][1:] or "png")
     return figure
 
 

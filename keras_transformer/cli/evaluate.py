@@ -102,11 +102,14 @@ def add_arguments(parser):
 def _read(path):
     try:
         with open(path, encoding="utf-8") as file:
-            return [line.rstrip("\r\n") for line in file]
+            lines = [line.rstrip("\r\n") for line in file]
     except OSError as error:
         raise UserInputError(f"cannot read {path!r}: {error.strerror}") from None
     except UnicodeDecodeError as error:
         raise UserInputError(f"{path!r} is not UTF-8 text ({error.reason})") from None
+    if not lines:
+        raise UserInputError(f"{path!r} is empty; a test set needs at least one line")
+    return lines
 
 
 def run_parsing(args):
@@ -181,7 +184,10 @@ def run(args):
                 )
         translator = translator_from_args(args)
         start = time.perf_counter()
-        hypotheses = translator.translate(sources)
+        from keras_transformer.translation import input_lines
+
+        with input_lines(repr(args.source), 1):  # messages name the file's line numbers
+            hypotheses = translator.translate(sources)
         seconds = time.perf_counter() - start
         extra = {
             "seconds": round(seconds, 2),

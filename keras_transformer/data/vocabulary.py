@@ -214,6 +214,13 @@ def train_vocabulary(
         )
     except RuntimeError as error:
         message = str(error)
+        if "sentences_.empty()" in message:  # SentencePiece left out every line
+            raise UserInputError(
+                f"no line of the {len(corpora)} corpus(es) is short enough to learn from: "
+                f"every one is longer than max_sentence_length={max_sentence_length} bytes; "
+                "split the long lines, or raise it (`keras-transformer vocab "
+                "--max-sentence-length`; train takes the result as data.vocab)"
+            ) from None
         if "Vocabulary size" in message or "vocab_size" in message:
             raise UserInputError(
                 f"cannot train a vocabulary of {rounded} pieces on {len(corpora)} corpus(es): "
@@ -222,9 +229,12 @@ def train_vocabulary(
         raise UserInputError(f"SentencePiece training failed: {message.strip()}") from None
     elapsed = time.perf_counter() - started
     vocabulary = SubwordVocabulary(model.getvalue(), path=model_prefix + ".model")
-    with open(model_prefix + ".model", "wb") as file:
+    # Written beside and renamed (atomic_write): a kill mid-write leaves earlier files whole.
+    from keras_transformer.training.output_dir import atomic_write
+
+    with atomic_write(model_prefix + ".model", "wb") as file:
         file.write(vocabulary.model_proto)
-    with open(model_prefix + ".vocab", "w", encoding="utf-8") as file:
+    with atomic_write(model_prefix + ".vocab", encoding="utf-8") as file:
         processor = vocabulary.processor
         for piece_id in range(processor.get_piece_size()):
             file.write(f"{processor.id_to_piece(piece_id)}\t{processor.get_score(piece_id):g}\n")
