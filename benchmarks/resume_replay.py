@@ -1,8 +1,9 @@
-"""What a resume under a tf.distribute strategy costs: replaying the data stream.
+"""What a resume by replay costs: re-reading the data stream up to the checkpoint.
 
-Under MirroredStrategy (and MultiWorkerMirroredStrategy) the data iterator is not in the
-checkpoint, so a restarted run rebuilds the stream from its seed and skips the global batches
-already trained on (`keras_transformer.training.trainer`). Skipping still reads, tokenizes,
+Under MultiWorkerMirroredStrategy (and from a checkpoint written without the data position)
+the data iterator is not in the checkpoint, so a restarted run rebuilds the stream from its
+seed and skips the global batches already trained on (`keras_transformer.training.trainer`);
+one-host strategies restore theirs (`keras_transformer.training.distributed_feed`). Skipping still reads, tokenizes,
 shuffles and buckets every one of them. This measures the seconds per skipped global batch
 for the shape of the base recipe on 8 replicas (configs/wmt14_en_de_base.yaml: 3125 tokens
 per replica, one global batch of about 25000 tokens per update) on real WMT text, and

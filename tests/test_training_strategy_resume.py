@@ -2,11 +2,10 @@
 SIGKILL 3 times (once during start-up, twice after a few new checkpoints) and restarted with
 the same command each time, ends with the weights of the same run never interrupted.
 
-Under a tf.distribute strategy the data iterator is not in the checkpoint (tf.distribute's
-iterators cannot be checkpointed): a restart replays the data stream from its seed and skips
-the micro-batches already trained on. This test is what shows that replay to be exact:
-every piece of state (weights, step, Adam moments, the dropout seed generators, the data
-position) must come back for the weights to agree.
+tf.distribute's own iterators cannot be checkpointed; the run reads its batches through a
+`CheckpointableFeed` (a host iterator, and the batches the distributed input had prefetched),
+which the checkpoints hold. Every piece of state (weights, step, Adam moments, the dropout
+seed generators, the data position) must come back for the weights to agree.
 """
 
 import os
@@ -126,14 +125,21 @@ def test_three_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
     )
 
 
-def test_the_restart_replays_the_data_stream(killed_run):
-    # No data iterator in the checkpoints under the strategy: the restart skips the
-    # micro-batches trained on (2 replicas: 2 per update, in one global batch each).
+def test_the_restart_restores_the_data_position_from_the_checkpoint(killed_run):
+    # The host iterator of the feed and the batches it had handed on but not trained on are in
+    # the checkpoints: no replay of the data stream.
     resumed_from = killed_run["kills"][-1]["listed"][-1]
     stderr = killed_run["finished_stderr"]
     assert f"from step {resumed_from}" in stderr
-    assert f"skipping the {resumed_from} micro-batches trained on before" in stderr
+    assert "restored the data position from" in stderr and "skipping the" not in stderr
     latest = list_checkpoints(killed_run["killed"] / "checkpoints")[-1]
     names = [name for name, _ in tf.train.list_variables(latest)]
-    assert not any(name.startswith("data_iterator/") for name in names)
+    assert any(name.startswith("data_iterator/iterator/") for name in names)
+    assert any(name.startswith("data_iterator/pending/") for name in names)
+    # The distributed input had prefetched batches not yet trained on when it was written
+    # (3 leaves each: source ids, target ids, labels): the restart had to give them first.
+    pending = tf.train.load_checkpoint(latest).get_tensor(
+        "data_iterator/pending/.ATTRIBUTES/VARIABLE_VALUE"
+    )
+    assert len(pending) > 0 and len(pending) % 3 == 0
     assert sum(name.startswith("seed_generators/") for name in names) == 7

@@ -11,11 +11,12 @@ does next, written as `checkpoints/ckpt-STEP.index` and `ckpt-STEP.data-*`:
 - the counters `tokens_seen`, `loss_seen`, `micro_batches_seen` (logs, and the data position
   for runs that resume by skipping) and `train_seconds` (training wall time over all starts,
   for `schedule.max_train_minutes`);
-- `data_iterator` (one-worker, one-replica runs): the training `tf.data` iterator itself
-  (shuffle buffer, shuffle RNG, partly filled length buckets, epoch), so that a resumed run
-  continues from the next batch without re-reading the data consumed so far. Runs under a
-  distribution strategy resume by skipping `micro_batches_seen` batches instead (tf.distribute
-  iterators cannot be checkpointed): as exact, but slower the further the run got.
+- `data_iterator` (one-worker runs): the training `tf.data` iterator itself (shuffle buffer,
+  shuffle RNG, partly filled length buckets, epoch), so that a resumed run continues from the
+  next batch without re-reading the data consumed so far. Under a strategy on one host it is
+  a `CheckpointableFeed`'s host iterator and the batches it had handed on but not trained on
+  (tf.distribute's own iterators cannot be checkpointed). Multi-worker runs resume by
+  skipping `micro_batches_seen` batches instead: as exact, but slower the further the run got.
 
 There is no accumulation state to save: one update is one `fit` step that takes all its
 micro-batches at once (`accumulation.py`), so a checkpoint never falls inside an update.
@@ -36,6 +37,7 @@ checkpoint that cannot be read (a disk error, a truncated copy) is moved to
 `checkpoints/corrupt/` with a warning and the previous one is restored instead.
 """
 
+import contextlib
 import functools
 import logging
 import os
@@ -133,6 +135,8 @@ class Checkpointer:
             self._objects["seed_generators"] = seeds
         self.data_iterator = None
         self.restored_path = None
+        # Entered around every save: a `CheckpointableFeed` holds its data still in it.
+        self.save_guard = contextlib.nullcontext
         self._new_checkpoint()
 
     def _new_checkpoint(self):
@@ -277,12 +281,19 @@ class Checkpointer:
         """Writes a checkpoint named by `step` (no-op where this process does not write)."""
         if not self.write:
             return None
-        return self.manager.save(checkpoint_number=int(step))
+        with self.save_guard():
+            return self.manager.save(checkpoint_number=int(step))
 
 
 def has_data_iterator(path):
     """Whether the checkpoint at `path` holds the training data iterator's position."""
     return _has_key(path, "data_iterator/")
+
+
+def has_data_feed(path):
+    """Whether the checkpoint at `path` holds a `CheckpointableFeed`'s position (the data
+    position of a run under a tf.distribute strategy)."""
+    return _has_key(path, "data_iterator/pending")
 
 
 def _has_key(path, prefix):

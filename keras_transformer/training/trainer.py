@@ -34,10 +34,12 @@ from keras_transformer.training.callbacks import (
 from keras_transformer.training.checkpoints import (
     CheckpointCallback,
     Checkpointer,
+    has_data_feed,
     has_data_iterator,
     list_checkpoints,
 )
 from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.distributed_feed import CheckpointableFeed
 from keras_transformer.training.output_dir import OutputDir, atomic_save_model, atomic_write
 from keras_transformer.training.strategies import is_chief, make_strategy
 from keras_transformer.training.training_model import TrainingModel, read_value
@@ -337,22 +339,29 @@ def _fit(
     )
     batches = pipeline.dataset(seed=settings.seed, shuffle=True, repeat=True)
     # Data position. Without a distribution strategy the data iterator itself is saved in
-    # every checkpoint and restored into the iterator `fit` makes (a restart then costs
-    # what reading one checkpoint costs). Under a strategy (whose iterators cannot be
-    # checkpointed), or from a checkpoint without the iterator, the same seed replays the
-    # same batches, so skipping the micro-batches already trained on resumes exactly where
-    # the checkpoint was written, at the cost of re-reading them.
+    # every checkpoint and restored into the iterator `fit` makes. Under a strategy on one
+    # host (whose own iterators cannot be checkpointed) a `CheckpointableFeed` reads the
+    # batches with a host iterator that checkpoints hold. Either way a restart costs what
+    # reading one checkpoint costs. Across workers, or from a checkpoint without the
+    # iterator, the same seed replays the same batches, so skipping the micro-batches
+    # already trained on resumes exactly where the checkpoint was written, at the cost of
+    # re-reading them.
     consumed = int(read_value(model.micro_batches_seen))
     restored = checkpointer.restored_path
-    by_iterator = _iterators_checkpointable(strategy) and (
-        not consumed or (restored is not None and has_data_iterator(restored))
-    )
-    if by_iterator:
+    mode = _data_position_mode(strategy, consumed, restored)
+    if mode == "iterator":
         model.on_train_iterator = lambda iterator: _attach_iterator(checkpointer, iterator)
-    elif consumed:
+    elif mode == "replay" and consumed:
         logger.info("skipping the %d micro-batches trained on before (data position)", consumed)
         batches = batches.skip(consumed)
     train_data = group_micro_batches(batches, accumulation_steps).prefetch(tf.data.AUTOTUNE)
+    feed_callbacks = []
+    if mode == "feed":
+        feed = CheckpointableFeed(train_data)
+        _attach_iterator(checkpointer, feed.trackable, on_restore=feed.restore_pending)
+        checkpointer.save_guard = feed.saving
+        train_data = feed.dataset()
+        feed_callbacks.append(feed.callback())  # before the checkpoint callback
 
     dev_data = None
     if settings.dev is not None:
@@ -379,6 +388,7 @@ def _fit(
 
     # The clock first: the checkpoint callback after it saves the time up to this update.
     callbacks = [
+        *feed_callbacks,
         StopAfterMinutes(schedule.max_train_minutes, train_seconds),
         NaNGuard(last_checkpoint=lambda: checkpointer.latest),
         StopAtStep(train_steps),
@@ -424,14 +434,25 @@ def _fit(
     return fit_history.history
 
 
-def _iterators_checkpointable(strategy):
-    """Whether `fit` iterates over its data with a plain `tf.data.Iterator` (checkpointable):
-    under the default strategy only; tf.distribute's iterators have no checkpoint support."""
-    return strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+def _data_position_mode(strategy, consumed, restored):
+    """How this start keeps the data position (see `_fit`): "iterator" (fit's own, under the
+    default strategy), "feed" (a `CheckpointableFeed`, under a strategy on one host) or
+    "replay" (across workers, or from a checkpoint written without either)."""
+    default = strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+    # tf.distribute's iterators have no checkpoint support; a multi-worker run's workers each
+    # read their own share of the data, which one host iterator cannot give them.
+    feedable = not default and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if consumed and restored is not None:
+        if default and has_data_iterator(restored) and not has_data_feed(restored):
+            return "iterator"
+        if feedable and has_data_feed(restored):
+            return "feed"
+        return "replay"
+    return "iterator" if default else "feed" if feedable else "replay"
 
 
-def _attach_iterator(checkpointer, iterator):
-    if not isinstance(iterator, tf.data.Iterator):
+def _attach_iterator(checkpointer, iterator, on_restore=None):
+    if not isinstance(iterator, (tf.data.Iterator, tf.train.Checkpoint)):
         return
     started = time.monotonic()
     try:
@@ -444,6 +465,8 @@ def _attach_iterator(checkpointer, iterator):
             "use a new output_dir"
         ) from None
     if restored:
+        if on_restore is not None:
+            on_restore()
         logger.info(
             "restored the data position from %s in %.1f s",
             checkpointer.restored_path,
