@@ -64,3 +64,18 @@ def test_a_picture_write_that_fails_keeps_the_earlier_picture(tmp_path, monkeypa
         visualization._save(Figure(), str(path))
     assert path.read_bytes() == b"an earlier picture"
     assert os.listdir(tmp_path) == ["attention.png"]
+
+
+def test_an_output_under_a_file_is_refused_before_the_work(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    text = tmp_path / "text.txt"
+    text.write_text("a b c\n")
+    # The model does not exist: the output is checked first (average and evaluate both
+    # check before their long part, averaging or translating a test set).
+    command = ["evaluate", "--model", str(tmp_path / "none"), "--source", str(text)]
+    assert main([*command, "--reference", str(text), "--output", str(blocker / "x.txt")]) == 2
+    assert f"{str(blocker)!r} is a file, not a folder" in _one_error_line(capsys, "evaluate")
+    assert main(["average", str(tmp_path / "none"), "--output", str(blocker / "a.keras")]) == 2
+    assert f"{str(blocker)!r} is a file, not a folder" in _one_error_line(capsys, "average")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "text.txt"]

@@ -110,7 +110,11 @@ def _refuse_to_replace(output, run_dir, overwrite):
 def run(args):
     from keras_transformer.errors import UserInputError
     from keras_transformer.training import OutputDir, average_checkpoints
-    from keras_transformer.training.output_dir import atomic_save_model, atomic_write
+    from keras_transformer.training.output_dir import (
+        atomic_save_model,
+        atomic_write,
+        check_output_file,
+    )
 
     run_dir = args.run
     if os.path.basename(os.path.normpath(run_dir)) == "checkpoints":
@@ -119,6 +123,7 @@ def run(args):
     if not output.endswith(".keras"):
         raise UserInputError(f"--output {output!r} must end with .keras")
     _refuse_to_replace(output, run_dir, args.overwrite)
+    check_output_file(output, "--output")
     parsing_settings = _parsing_settings_to_copy(run_dir, output)
     if args.checkpoints and args.fraction is not None:
         raise UserInputError(

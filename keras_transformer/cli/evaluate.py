@@ -182,6 +182,10 @@ def run(args):
                     f"--reference {path!r} has {len(reference_set)} lines but --source "
                     f"{args.source!r} has {len(sources)}; the files must be line-aligned"
                 )
+        if args.output:  # before the model is loaded and the test set translated
+            from keras_transformer.training.output_dir import check_output_file
+
+            check_output_file(args.output, "--output")
         translator = translator_from_args(args)
         start = time.perf_counter()
         from keras_transformer.translation import input_lines

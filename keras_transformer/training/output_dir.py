@@ -143,6 +143,24 @@ class OutputDir:
         return f"OutputDir({self.path!r})"
 
 
+def check_output_file(path, flag):
+    """Raises `UserInputError` when `path` (given with `flag`) could not be written: its folder
+    is under a file, or is not writable. Cheap: callers check before a long computation.
+    Folders that do not exist yet are fine (they are created)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserInputError(
+            f"{flag} {path!r}: {existing!r} is a file, not a folder; choose another {flag}"
+        )
+    if not os.access(existing, os.W_OK):
+        raise UserInputError(
+            f"{flag} {path!r}: the folder {existing!r} is not writable; choose another {flag}"
+        )
+
+
 def _make_readable(path):
     # mkstemp creates files readable by the owner only; give the final file the usual mode.
     umask = os.umask(0)
