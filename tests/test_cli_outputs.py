@@ -127,8 +127,8 @@ def test_a_failed_train_start_removes_the_run_folder_it_made(misaligned, tmp_pat
     assert cli_main(["train", "--config", config]) == 2
     line = _one_error_line(capsys, "train")
     assert misaligned["train_target"] in line or misaligned["train_source"] in line
-    assert not run_dir.exists()
-    assert (tmp_path / "runs").exists()  # only what the start made is gone
+    assert not (tmp_path / "runs").exists()  # runs/ too: the start made it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
 
 
 def test_a_failed_train_start_leaves_an_existing_runs_files_alone(misaligned, tmp_path, capsys):

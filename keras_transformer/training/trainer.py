@@ -158,11 +158,14 @@ def train(config, callbacks=None):
 @contextlib.contextmanager
 def _undone_on_failed_start(run):
     """Prepares the run folder, and undoes it when the start fails (an error before the first
-    update: a misaligned corpus, a bad path found late): a folder this call made is removed,
+    update: a misaligned corpus, a bad path found late): the folders this call made are removed,
     and so is every entry it added to an existing one, whose own files it has not changed
     (they are written only once training starts: `_write_run_files`)."""
     existed = os.path.isdir(run.path)
     before = set(os.listdir(run.path)) if existed else set()
+    made = os.path.abspath(run.path)  # the outermost folder this call makes
+    while not os.path.exists(os.path.dirname(made)):
+        made = os.path.dirname(made)
     run.prepare()
     start = types.SimpleNamespace(training=False, chief=True)
     try:
@@ -170,7 +173,7 @@ def _undone_on_failed_start(run):
     except BaseException:
         if not start.training and start.chief:
             if not existed:
-                shutil.rmtree(run.path, ignore_errors=True)
+                shutil.rmtree(made, ignore_errors=True)
             else:
                 for name in set(os.listdir(run.path)) - before:
                     path = os.path.join(run.path, name)
