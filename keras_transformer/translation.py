@@ -161,7 +161,9 @@ class Translator:
         max_extra_length: output tokens beyond the source length (paper: 50).
         num_hypotheses: 1 returns strings; n > 1 returns n-best lists of `(text, score)`.
         search: "beam" (default), "greedy" or "sample".
-        top_k, temperature, seed: sampling settings (`search="sample"`).
+        top_k, temperature, top_p, seed: sampling settings (`search="sample"`); `top_p` in
+            (0, 1] is nucleus sampling, applied after temperature and top-k
+            (`keras_transformer.decoding.sampling`).
         batch_size: sentences decoded together.
         on_too_long: "truncate" (with a warning) or "error" for sentences longer than the
             model's `max_length` tokens.
@@ -186,6 +188,7 @@ class Translator:
         search="beam",
         top_k=0,
         temperature=1.0,
+        top_p=1.0,
         seed=None,
         batch_size=32,
         on_too_long="truncate",
@@ -203,6 +206,7 @@ class Translator:
             alpha=alpha,
             max_extra_length=max_extra_length,
             num_hypotheses=num_hypotheses,
+            top_p=top_p,
         )
         if search != "beam" and num_hypotheses != 1:
             raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
@@ -227,7 +231,7 @@ class Translator:
         self.num_hypotheses = num_hypotheses  # the default n-best of `translate`
         self.max_extra_length = max_extra_length
         self.alpha = alpha
-        self.top_k, self.temperature = top_k, temperature
+        self.top_k, self.temperature, self.top_p = top_k, temperature, top_p
         self._rng = np.random.default_rng(seed)
         self.batch_size = batch_size
         self.on_too_long = on_too_long
@@ -337,6 +341,7 @@ class Translator:
                 self.max_extra_length,
                 noise=noise,
                 alpha=self.alpha,
+                top_p=self.top_p,
             )
         else:
             result = self.beam_search(self.decoder, source_ids)

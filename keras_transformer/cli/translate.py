@@ -4,8 +4,8 @@ Lines are read in chunks, translated with beam search (paper 6.1 settings by def
 written in input order, one translation per line; an empty line gives an empty line. With
 `--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
 layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
-`--max-extra-length`, `--n-best`; see `keras_transformer.decoding.settings`) stops with one
-line that names the flag, the value and the range.
+`--max-extra-length`, `--n-best`, `--top-p`; see `keras_transformer.decoding.settings`) stops
+with one line that names the flag, the value and the range.
 """
 
 import contextlib
@@ -24,6 +24,7 @@ SETTING_FLAGS = {
     "alpha": "--alpha",
     "max_extra_length": "--max-extra-length",
     "num_hypotheses": "--n-best",
+    "top_p": "--top-p",
 }
 
 
@@ -95,6 +96,14 @@ def add_model_arguments(parser):
     )
     add("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
     add("--temperature", type=float, default=1.0, help="sampling temperature")
+    add(
+        "--top-p",
+        type=float,
+        default=1.0,
+        metavar="P",
+        help="sampling: keep the smallest set of most probable tokens whose probability "
+        "reaches P, in (0, 1], after --temperature and --top-k; default: 1 (all)",
+    )
     add("--seed", type=int, help="sampling seed")
     add("--batch-size", type=int, default=32, help="sentences per batch")
     add(
@@ -120,6 +129,7 @@ def translator_from_args(args, num_hypotheses=1):
         alpha=args.alpha,
         max_extra_length=args.max_extra_length,
         num_hypotheses=num_hypotheses,
+        top_p=args.top_p,
         labels=SETTING_FLAGS,
     )
     if args.search == "sample" and args.temperature <= 0:
@@ -135,6 +145,7 @@ def translator_from_args(args, num_hypotheses=1):
         search=args.search,
         top_k=args.top_k,
         temperature=args.temperature,
+        top_p=args.top_p,
         seed=args.seed,
         batch_size=args.batch_size,
         on_too_long=args.on_too_long,

@@ -13,6 +13,8 @@ than the one it asked for.
 - `max_extra_length`: an integer in [0, 65536]: the output cap is min(source length + this,
   the model's max_length), so larger values change nothing but could overflow int32.
 - `num_hypotheses`: an integer in [1, beam_size].
+- `top_p`: a finite number in (0, 1]: sampling keeps the smallest set of most probable tokens
+  whose mass reaches top_p, which is empty for 0; 1 keeps every token (plain sampling).
 
 Backend-neutral (plain Python); the SavedModel's graph checks in
 `keras_transformer/export/signatures.py` build their messages from `MESSAGE` and `RANGES`.
@@ -32,7 +34,10 @@ RANGES = {
     "alpha": ("a finite number", 0.0, MAX_ALPHA),
     "max_extra_length": ("an integer", 0, MAX_EXTRA_LENGTH),
     "num_hypotheses": ("an integer", 1, None),
+    "top_p": ("a finite number", 0.0, 1.0),
 }
+# Settings whose lowest value is excluded from their range.
+LOW_EXCLUSIVE = frozenset({"top_p"})
 
 # The one message; the graph fills `value` (and a `high` that is a tensor) at run time.
 MESSAGE = "{name}={value} is out of range: it must be {kind} in [{low}, {high}]"
@@ -49,11 +54,18 @@ def ranges(max_beam_size=None, beam_size=None):
 
 # The message of a range without an upper bound.
 MESSAGE_AT_LEAST = "{name}={value} is out of range: it must be {kind} of at least {low}"
+# The message of a range that excludes its lowest value (`LOW_EXCLUSIVE`).
+MESSAGE_LOW_EXCLUSIVE = "{name}={value} is out of range: it must be {kind} in ({low}, {high}]"
 
 
 def out_of_range_message(name, value, kind, low, high, label=None):
     """The error text; `label` names the input as the caller knows it (e.g. "--beam-size")."""
-    template = MESSAGE_AT_LEAST if high in (None, "inf", math.inf) else MESSAGE
+    if name in LOW_EXCLUSIVE:
+        template = MESSAGE_LOW_EXCLUSIVE
+    elif high in (None, "inf", math.inf):
+        template = MESSAGE_AT_LEAST
+    else:
+        template = MESSAGE
     return template.format(name=label or name, value=value, kind=kind, low=low, high=high)
 
 
@@ -68,11 +80,13 @@ def check_decoding_settings(
     num_hypotheses=None,
     max_beam_size=None,
     labels=None,
+    top_p=None,
 ):
     """Raises `UserInputError` for the first setting outside its range (see the table above).
 
     Args:
-        beam_size, alpha, max_extra_length, num_hypotheses: the settings; None skips one.
+        beam_size, alpha, max_extra_length, num_hypotheses, top_p: the settings; None skips
+            one.
             `num_hypotheses` is checked against `beam_size` when both are given.
         max_beam_size: the widest beam allowed (a SavedModel's compiled width), or None.
         labels: optional `{name: label}` to name inputs as the caller does (CLI flags).
@@ -90,6 +104,7 @@ def check_decoding_settings(
         "alpha": alpha,
         "max_extra_length": max_extra_length,
         "num_hypotheses": num_hypotheses,
+        "top_p": top_p,
     }
     bounds = ranges(max_beam_size, beam_size if _is_integer(beam_size) else None)
     for name, value in values.items():
@@ -105,7 +120,8 @@ def check_decoding_settings(
                 isinstance(value, numbers.Real)
                 and not isinstance(value, bool)
                 and math.isfinite(value)
-                and low <= value <= high
+                and (low < value if name in LOW_EXCLUSIVE else low <= value)
+                and value <= high
             )
         if not valid:
             raise UserInputError(
