@@ -24,6 +24,10 @@ warning that names it (or rejected with `on_too_long="error"`); a non-string rai
 `TypeError` naming its index and type. Inside `input_lines(name, first_line)` those
 messages name an input by its line in a file (`line 1025 of 'in.txt'`) instead of its index
 in the list given (`texts[0]`): the CLI translates a file in chunks.
+
+`Translator.score(sources, targets)` scores given translations instead of searching: log
+P(target | source) by teacher forcing (`keras_transformer.decoding.scoring`), batched as
+`translate` is; `target_lines` names the targets as lines of a file in its messages.
 """
 
 import contextlib
@@ -46,6 +50,7 @@ from keras_transformer.decoding import (
     sample,
 )
 from keras_transformer.decoding.length_penalty import max_output_lengths
+from keras_transformer.decoding.scoring import score_targets
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import InputWarning, UserInputError
 
@@ -64,6 +69,8 @@ LENGTH_MULTIPLE = 8
 
 # (file name, line number of texts[0]) while `input_lines` is in effect.
 _INPUT_LINES = contextvars.ContextVar("input_lines", default=None)
+# The same for the targets given to `score`, while `target_lines` is in effect.
+_TARGET_LINES = contextvars.ContextVar("target_lines", default=None)
 
 
 @contextlib.contextmanager
@@ -82,6 +89,24 @@ def input_lines(name, first_line):
         _INPUT_LINES.reset(token)
 
 
+@contextlib.contextmanager
+def target_lines(name, first_line):
+    """As `input_lines`, for the targets given to `Translator.score`."""
+    token = _TARGET_LINES.set((name, first_line))
+    try:
+        yield
+    finally:
+        _TARGET_LINES.reset(token)
+
+
+def _target_name(index):
+    lines = _TARGET_LINES.get()
+    if lines is None:
+        return f"targets[{index}]"
+    name, first_line = lines
+    return f"line {first_line + index} of {name}"
+
+
 def _input_name(index):
     lines = _INPUT_LINES.get()
     if lines is None:
@@ -94,7 +119,8 @@ def _input_name(index):
 
 
 class _SearchRetracingFilter(logging.Filter):
-    """Drops TensorFlow's "triggered tf.function retracing" warning about `Translator._search`.
+    """Drops TensorFlow's "triggered tf.function retracing" warning about `Translator._search`
+    (and `Translator._score`, bucketed alike).
 
     Those traces are by design: each `Translator` compiles its own search (its settings are
     constants of the graph), once per source-batch shape, and shapes are bucketed
@@ -105,7 +131,10 @@ class _SearchRetracingFilter(logging.Filter):
 
     def filter(self, record):
         message = record.getMessage()
-        return not ("triggered tf.function retracing" in message and "._search " in message)
+        return not (
+            "triggered tf.function retracing" in message
+            and ("._search " in message or "._score " in message)
+        )
 
 
 def _quiet_search_retracing():
@@ -238,6 +267,7 @@ class Translator:
         self.max_source_length = self.decoder.max_length
         self._compile_enabled = compile
         self._compiled = compile_search(self._search, self.decoder, enabled=self._compile_enabled)
+        self._compiled_score = None  # compiled on the first `score` call
 
     @classmethod
     def load(cls, path, vocabulary=None, average_last=None, **options):
@@ -354,6 +384,7 @@ class Translator:
         other = copy.copy(self)
         other.decoder = decoder
         other._compiled = compile_search(other._search, decoder, enabled=self._compile_enabled)
+        other._compiled_score = None
         return other
 
     def translate_ids(self, source_ids):
@@ -432,6 +463,74 @@ class Translator:
         return outputs[0] if single else outputs
 
     __call__ = translate
+
+    # -- scoring ---------------------------------------------------------------------------
+
+    def _encode_targets(self, targets, sources):
+        """Label ids (pieces, then eos) per target; an over-long target is an error, since a
+        truncated target would get another sentence's score."""
+        if isinstance(targets, (str, bytes)) or not hasattr(targets, "__len__"):
+            raise TypeError(f"targets must be a list of strings, got {type(targets).__name__}")
+        if len(targets) != len(sources):
+            raise UserInputError(
+                f"{len(sources)} sources but {len(targets)} targets: score() needs one target "
+                "per source"
+            )
+        encoded = []
+        for index, text in enumerate(targets):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"{_target_name(index)} is {type(text).__name__}, not str: {text!r:.60}"
+                )
+            ids = list(self.vocabulary.encode(text)) + [self.decoder.eos_id]
+            if len(ids) > self.max_source_length:
+                raise UserInputError(
+                    f"{_target_name(index)} has {len(ids)} tokens (eos included), more than the "
+                    f"model's maximum of {self.max_source_length}; it cannot be scored whole"
+                )
+            encoded.append(ids)
+        return encoded
+
+    def _score(self, source_ids, target_ids):
+        return score_targets(self.decoder, source_ids, target_ids)
+
+    def score(self, sources, targets, normalize=False):
+        """log P(target | source) of given translations, by teacher forcing (as in training).
+
+        Args:
+            sources: a list of strings (or one string).
+            targets: one translation per source.
+            normalize: return the per-token average (eos counted) instead of the sum.
+
+        Returns:
+            One float per pair, in input order (a float for one string): the sum of the
+            target's token log-probabilities, eos included, or their mean with `normalize`.
+            An empty source is scored as eos alone, as the model would read it.
+
+        Example:
+        >>> translator.score(["Hello."], ["Hallo."])
+        [-0.31]
+        """
+        single = isinstance(sources, str)
+        sources, targets = ([sources], [targets]) if single else (sources, targets)
+        encoded = [
+            ids or [self.decoder.eos_id] for ids in self._encode(sources)
+        ]  # the source as translate() reads it
+        labels = self._encode_targets(targets, encoded)
+        if self._compiled_score is None:
+            self._compiled_score = compile_search(self._score, self.decoder, self._compile_enabled)
+        scores = np.zeros(len(encoded), "float64")
+        longest = [max(len(a), len(b)) for a, b in zip(encoded, labels)]
+        order = sorted(range(len(encoded)), key=lambda i: -longest[i])
+        for start in range(0, len(order), self.batch_size):
+            indices = order[start : start + self.batch_size]
+            total, count = self._compiled_score(
+                self._source_batch(encoded, indices), self._source_batch(labels, indices)
+            )
+            total, count = keras.ops.convert_to_numpy(total), keras.ops.convert_to_numpy(count)
+            scores[indices] = total / count if normalize else total
+        scores = [float(score) for score in scores]
+        return scores[0] if single else scores
 
 
 def translate(

@@ -20,6 +20,7 @@ COMMANDS = {
     "average": "average",
     "translate": "translate",
     "evaluate": "evaluate",
+    "score": "score",
     "parse": "parse",
     "export": "export",
     "attention": "attention",
@@ -33,6 +34,7 @@ _HELP = {
     "translate": "translate text with beam search (paper 6.1)",
     "evaluate": "translate a test set and score it with sacreBLEU and chrF, or score parses "
     "with EVALB (--task parsing)",
+    "score": "score given translations: log P(target | source) per line pair",
     "parse": "parse sentences into constituency trees (paper 6.3)",
     "export": "export a SavedModel for TensorFlow Serving",
     "attention": "draw the attention weights of one layer for a sentence (paper figures 3-5)",
