@@ -4,12 +4,13 @@ Sampling draws one token per step from softmax(log_probs / temperature), restric
 `top_k` most probable tokens when `top_k > 0`, then to the nucleus of that distribution when
 `top_p < 1`: the smallest set of most probable tokens whose mass (after temperature and
 top-k, renormalized) reaches `top_p` (Holtzman et al., 2020, https://arxiv.org/abs/1904.09751).
-The order temperature, top-k, top-p is that of Hugging Face transformers' and CTranslate2's
-samplers; fairseq applies temperature then top-p, and ignores top-k when top-p is given,
-which is this order with `top_k=0`. The uniform noise is drawn once, before the
-loop, and the token is found by inverting the cumulative distribution: the loop then needs no
-random state, so it compiles whole on every backend and a given noise tensor reproduces a
-given sample.
+The order temperature, top-k, top-p is that of Hugging Face transformers' logits warpers;
+fairseq applies temperature then top-p and ignores top-k when top-p is given, which is this
+order with `top_k=0`.
+
+The uniform noise is drawn once, before the loop, and the token is found by inverting the
+cumulative distribution: the loop then needs no random state, so it compiles whole on every
+backend and a given noise tensor reproduces a given sample.
 """
 
 import keras
