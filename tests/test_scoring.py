@@ -107,3 +107,35 @@ def test_score_errors_name_the_input():
         translator.score(["ab", "c"], ["d", "abcdefgab"])
     with pytest.raises(TypeError, match=r"targets\[0\] is int"):
         translator.score(["ab"], [3])
+
+
+def test_saved_model_score_pairs_equals_translator_score(tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer.export import export_saved_model
+    from tests._decoding_fixtures import SENTENCES, train_char_vocabulary
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("SavedModel export needs the TensorFlow backend")
+    vocabulary = train_char_vocabulary(tmp_path)
+    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
+    path = export_saved_model(
+        model, vocabulary, "tiny", base_dir=tmp_path / "models", max_beam_size=1, beam_size=1
+    )
+    score_pairs = tf.saved_model.load(str(path)).signatures["score_pairs"]
+    sources = SENTENCES[:6] + [""]
+    targets = SENTENCES[3:9] + ["a dog"]
+    served = score_pairs(source=tf.constant(sources), target=tf.constant(targets))["score"]
+    assert served.dtype == tf.float32
+    expected = Translator(model, vocabulary).score(sources, targets)
+    np.testing.assert_allclose(served.numpy(), expected, rtol=1e-5)
+    empty = score_pairs(source=tf.constant([], tf.string), target=tf.constant([], tf.string))
+    assert empty["score"].shape == (0,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one target per source"):
+        score_pairs(source=tf.constant(["a", "b"]), target=tf.constant(["a"]))
+    # 49 letters and the word-start piece, and eos: 51 tokens.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a target has 51 tokens .* of 48"):
+        score_pairs(source=tf.constant(["a"]), target=tf.constant(["a" * 49]))
+    with pytest.raises(UserInputError, match=r"targets\[0\] has 51 tokens .* of 48"):
+        Translator(model, vocabulary).score(["a"], ["a" * 49])

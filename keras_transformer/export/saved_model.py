@@ -21,6 +21,12 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
   and the same settings; outputs `output_ids` `[batch, n, length]` int32 (eos-terminated,
   0-padded), `output_lengths` `[batch, n]` int32, `scores` `[batch, n]` float. Core TF ops
   only, for clients that tokenize themselves.
+- `score_pairs`: `source` and `target` `[batch]` string; output `score` `[batch]` float32,
+  log P(target | source) of the given translations by teacher forcing (the sum over the
+  target's tokens, eos included), as `Translator.score` and `keras-transformer score`. The
+  `score` of `serving_default` stays the beam's length-penalised score of its own output.
+- Sampling (`--search sample`, `top_k`, `top_p`, `temperature`) is not exported: the
+  SavedModel searches with beam search only.
 
 Tokenization and detokenization run in the graph with tensorflow-text's SentencePiece ops,
 which the stock TF Serving binary links.
@@ -160,6 +166,9 @@ def export_saved_model(
             "translate",
             functions.text_only(serving_default),
             input_signature=functions.text_signature()[:1],
+        )
+        archive.add_endpoint(
+            "score_pairs", functions.score_pairs, input_signature=functions.pair_signature()
         )
         archive.write_out(str(staging_dir), verbose=False)
         extra = staging_dir / "assets.extra"

@@ -1,10 +1,12 @@
-"""The functions behind the exported signatures: tokenization, beam search, detokenization."""
+"""The functions behind the exported signatures: tokenization, beam search, detokenization,
+and the scoring of given translations (`score_pairs`)."""
 
 import functools
 
 import tensorflow as tf
 
 from keras_transformer.decoding import BeamSearch
+from keras_transformer.decoding.scoring import score_targets
 from keras_transformer.decoding.settings import MESSAGE, ranges
 
 
@@ -87,6 +89,32 @@ class ServingFunctions:
 
         return translate_ids
 
+    def pair_signature(self):
+        return [
+            tf.TensorSpec([None], tf.string, name="source"),
+            tf.TensorSpec([None], tf.string, name="target"),
+        ]
+
+    def score_pairs(self, source, target):
+        """`score_pairs`: log P(target | source) per pair by teacher forcing, as
+        `Translator.score` (the sum over the target's tokens, eos included). A target longer
+        than the model's `max_length` tokens fails the request: truncating it would score
+        another sentence."""
+        source = tf.reshape(tf.convert_to_tensor(source, tf.string), [-1])
+        target = tf.reshape(tf.convert_to_tensor(target, tf.string), [-1])
+        same_size = tf.debugging.assert_equal(
+            tf.shape(source), tf.shape(target), message="score_pairs needs one target per source"
+        )
+        with tf.control_dependencies([same_size]):
+            target_ids = self.encode_target(target)
+        source_ids = self.encode(source)
+
+        def scores():
+            return score_targets(self.model, source_ids, target_ids)[0]
+
+        score = tf.cond(tf.shape(source)[0] > 0, scores, lambda: tf.zeros([0], tf.float32))
+        return {"score": score}
+
     def text_only(self, serving_default):
         """`translate(text)`: `serving_default` with the export's default settings."""
 
@@ -107,6 +135,27 @@ class ServingFunctions:
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return with_eos.to_tensor(default_value=self.config.pad_id)
+
+    def encode_target(self, text):
+        """`[batch]` strings -> `[batch, length]` labels: pieces, eos, then pad; a target of
+        more than `max_length` tokens (eos included) fails with InvalidArgument."""
+        pieces = self.tokenizer.tokenize(text)
+        eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
+        with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        lengths = with_eos.row_lengths()
+        longest = tf.reduce_max(tf.concat([lengths, tf.zeros([1], lengths.dtype)], 0))
+        fits = tf.debugging.Assert(
+            longest <= self.config.max_length,
+            [
+                tf.strings.format(
+                    "a target has {} tokens (eos included), more than the model's maximum "
+                    "of {}; it cannot be scored whole",
+                    [longest, self.config.max_length],
+                )
+            ],
+        )
+        with tf.control_dependencies([fits]):
+            return tf.identity(with_eos.to_tensor(default_value=self.config.pad_id))
 
     def decode(self, ids):
         """`[..., length]` output ids (eos-terminated, pad after) -> strings `[...]`."""
