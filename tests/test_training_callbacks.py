@@ -221,3 +221,71 @@ def test_divergence_stops_training_before_bad_checkpoints(tmp_path):
     assert all(math.isfinite(float(abs(w).max())) for w in newest.get_weights())
     assert not (tmp_path / "run" / "model.keras").exists()
     keras.backend.clear_session()
+
+
+# Dev BLEU by step (hand-picked): best 2.0 at step 4, then no better score, so patience 3
+# stops an uninterrupted run after the evaluation of step 10.
+_BLEU_BY_STEP = {2: 1.0, 4: 2.0, 6: 2.0, 8: 1.5, 10: 2.0, 12: 3.0, 14: 3.5, 16: 4.0}
+
+
+class _Killed(Exception):
+    pass
+
+
+class _KillAt(keras.callbacks.Callback):
+    """Ends the process's training as a kill would: no final checkpoint, no clean end."""
+
+    def __init__(self, step, when):
+        super().__init__()
+        self.step, self.when = step, when
+
+    def _maybe_kill(self):
+        if int(self.model.optimizer.iterations.numpy()) == self.step:
+            raise _Killed
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.when == "batch":
+            self._maybe_kill()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.when == "epoch":
+            self._maybe_kill()
+
+
+def test_early_stopping_stops_a_resumed_run_at_the_step_of_an_uninterrupted_one(
+    tmp_path, monkeypatch
+):
+    def scripted_score(self):
+        return _BLEU_BY_STEP[int(self.model.optimizer.iterations.numpy())], 0.0
+
+    monkeypatch.setattr(DevBleu, "score", scripted_score)
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=60, dev_lines=4)
+
+    def config(name, every_steps):
+        return tiny_config(
+            tmp_path / name,
+            corpus,
+            schedule={"train_steps": 16, "eval_every_steps": 2},
+            checkpoints={"every_steps": every_steps, "keep_last": 20},
+            dev_bleu={"sentences": 2, "patience": 3},
+        )
+
+    assert train(config("whole", 2)).step == 10
+    cases = [
+        # Killed after the checkpoint of step 6 and its evaluation: three evaluations (the
+        # last without a better BLEU) came before the checkpoint of step 6.
+        ("after_checkpoint", 2, _KillAt(7, "batch"), 6),
+        # Killed after the evaluation of step 6, whose checkpoint is at step 4: the score of
+        # step 6 is dropped and comes again.
+        ("after_evaluation", 4, _KillAt(6, "epoch"), 4),
+    ]
+    for name, every_steps, kill, restored in cases:
+        with pytest.raises(_Killed):
+            train(config(name, every_steps), callbacks=[kill])
+        resumed = train(config(name, every_steps))
+        assert (resumed.resumed_from_step, resumed.step) == (restored, 10), name
+        history = json.loads((tmp_path / name / "dev_bleu.json").read_text())
+        assert [(entry["step"], entry["bleu"]) for entry in history] == [
+            (step, _BLEU_BY_STEP[step]) for step in (2, 4, 6, 8, 10)
+        ]
+    keras.backend.clear_session()

@@ -3,7 +3,8 @@
 Running the same command again after an interruption resumes from the newest checkpoint in
 the config's `output_dir`. The recipes are in configs/; every key of a config is in the
 configuration reference (`python -m keras_transformer.training.config` prints it). `--set
-KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training.
+KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training;
+`--init-from RUN` fine-tunes: a new run that starts from the weights of the trained run RUN.
 """
 
 import sys
@@ -35,6 +36,14 @@ def add_arguments(parser):
         help="the run folder (instead of the config's output_dir)",
     )
     parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="RUN",
+        help="fine-tune: start a new run from the weights and vocabulary of the trained run "
+        "folder RUN (averaged.keras, else model.keras, else its newest checkpoint), with a "
+        "fresh optimizer and step 0 (sets the config's init_from)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="check the config without training or writing anything: every key and type "
@@ -47,7 +56,15 @@ def run(args):
     from keras_transformer.errors import UserInputError
     from keras_transformer.training import TrainingConfig, TrainingDivergedError, train
 
-    changes = None
+    changes = {}
+    if args.init_from is not None:
+        if not args.init_from.strip():
+            raise UserInputError("--init-from is empty; give a trained run folder, e.g. runs/base")
+        if any(override.partition("=")[0] == "init_from" for override in args.overrides):
+            raise UserInputError(
+                "--init-from and --set init_from=... both name the run to start from; give one"
+            )
+        changes["init_from"] = args.init_from
     if args.output_dir is not None:
         if not args.output_dir.strip():
             raise UserInputError("--output-dir is empty; give the run folder, e.g. runs/try2")
@@ -56,7 +73,7 @@ def run(args):
                 "--output-dir and --set output_dir=... both name the run folder; give one"
             )
         # A path as given, not read as YAML as --set values are (`123` stays a folder name).
-        changes = {"output_dir": args.output_dir}
+        changes["output_dir"] = args.output_dir
     if args.check:
         return _check(args.config, args.overrides, changes)
     config = TrainingConfig.from_file(args.config, overrides=args.overrides, changes=changes)
@@ -65,8 +82,9 @@ def run(args):
         result = train(config)
     except UserInputError as error:
         # The run folder's errors name the flag it came from.
-        if args.output_dir is not None and str(error).startswith("output_dir "):
-            raise UserInputError(f"--output-dir{str(error)[len('output_dir') :]}") from None
+        for flag, key in (("--output-dir", "output_dir"), ("--init-from", "init_from")):
+            if getattr(args, key) is not None and str(error).startswith(key + " "):
+                raise UserInputError(f"{flag}{str(error)[len(key) :]}") from None
         raise
     except TrainingDivergedError as error:
         print(f"keras-transformer train: {error}", file=sys.stderr)

@@ -218,6 +218,11 @@ class TrainingConfig:
             evaluation).
         seed: seed of weight initialization and dropout (`keras.utils.set_random_seed`), so
             that a run can be repeated; null leaves them unseeded.
+        init_from: a trained run folder to fine-tune: this new run starts from its weights
+            (`averaged.keras`, else `model.keras`, else its newest checkpoint) and its
+            vocabulary, with a fresh optimizer, step 0 and its own schedule and data; the
+            model settings must give the same weight shapes. A run that has checkpoints of
+            its own resumes from them instead.
 
     Example:
         >>> config = TrainingConfig.from_file("configs/multi30k.yaml")  # doctest: +SKIP
@@ -236,6 +241,7 @@ class TrainingConfig:
     xla: bool = False
     verbose: Literal["auto"] | int = "auto"
     seed: int | None = 1
+    init_from: str | None = None
 
     def __post_init__(self):
         _check_values(self)
@@ -548,6 +554,15 @@ def _check_values(config):
         config.transformer_config(vocab_size=max(config.data.vocab_size, 8))
     except UserInputError as error:
         raise UserInputError(f"model: {error}") from None
+    if config.init_from is not None:
+        if not config.init_from.strip():
+            fail("init_from", "is empty; give the output_dir of a trained run, or null")
+        if os.path.abspath(config.init_from) == os.path.abspath(config.output_dir):
+            fail(
+                "init_from",
+                f"names the run folder itself ({config.output_dir!r}); a fine-tuned run "
+                "needs an output_dir of its own",
+            )
     if config.schedule.max_train_minutes is not None and config.strategy == "multi_worker":
         # Each host would read its own clock and might stop one update before the others,
         # which then wait in an all-reduce forever.

@@ -13,6 +13,7 @@ import os
 import keras
 
 from keras_transformer.training.output_dir import atomic_save_model, atomic_write
+from keras_transformer.training.training_model import read_value
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ class DevBleu(keras.callbacks.Callback):
     `{step, bleu}` in `best_record_path`; with `patience`, training stops after that many
     evaluations without a better BLEU. Place it before the callbacks that log epoch metrics.
 
+    With `history_path`, every evaluation's `{step, bleu, chrf}` is written there
+    (atomically); a resumed run drops the entries after its restored step (the checkpoint
+    was older than them: those evaluations come again) and recomputes the best BLEU and the
+    patience counter from the rest, so that it stops at the step an uninterrupted run stops.
+
     Args:
         sources: dev source sentences (a subset: decoding is slower than scoring).
         references: their reference translations.
@@ -34,6 +40,7 @@ class DevBleu(keras.callbacks.Callback):
         patience: evaluations without improvement before stopping (None: never stop).
         best_model_path: where to keep the best model (`.keras`), or None.
         best_record_path: where to write `{"step": ..., "bleu": ...}` of the best model.
+        history_path: where to keep the scores of every evaluation (`dev_bleu.json`), or None.
         write: whether this process writes files (False on non-chief workers; they still
             decode, so that every worker takes the same early-stopping decision).
 
@@ -53,6 +60,7 @@ class DevBleu(keras.callbacks.Callback):
         patience=None,
         best_model_path=None,
         best_record_path=None,
+        history_path=None,
         write=True,
     ):
         super().__init__()
@@ -64,6 +72,8 @@ class DevBleu(keras.callbacks.Callback):
         self.patience = patience
         self.best_model_path = best_model_path
         self.best_record_path = best_record_path
+        self.history_path = history_path
+        self.history = []
         self.write = write
         self.best_bleu = -math.inf
         self.evaluations_without_improvement = 0
@@ -72,6 +82,32 @@ class DevBleu(keras.callbacks.Callback):
             # A resumed run keeps the best model of its earlier part unless it beats it.
             with open(best_record_path, encoding="utf-8") as file:
                 self.best_bleu = float(json.load(file)["bleu"])
+
+    def on_train_begin(self, logs=None):
+        if not (self.history_path and os.path.exists(self.history_path)):
+            return  # a fresh run, or one from before the history (best.json's BLEU only)
+        with open(self.history_path, encoding="utf-8") as file:
+            saved = json.load(file)
+        step = _step(self.model)
+        self.history = [entry for entry in saved if entry["step"] <= step]
+        self.best_bleu, self.evaluations_without_improvement = -math.inf, 0
+        for entry in self.history:
+            self._count(entry["bleu"])
+        if self.write and len(self.history) < len(saved):
+            self._write_history()
+
+    def _count(self, bleu):
+        """Updates the best BLEU and the patience counter; returns whether `bleu` is better."""
+        if bleu > self.best_bleu:
+            self.best_bleu = bleu
+            self.evaluations_without_improvement = 0
+            return True
+        self.evaluations_without_improvement += 1
+        return False
+
+    def _write_history(self):
+        with atomic_write(self.history_path) as file:
+            json.dump(self.history, file, indent=1)
 
     def score(self):
         """`(bleu, chrf)` of the current weights on the dev subset."""
@@ -91,18 +127,20 @@ class DevBleu(keras.callbacks.Callback):
         bleu, chrf = self.score()
         if logs is not None:
             logs["val_bleu"], logs["val_chrf"] = bleu, chrf
-        step = int(self.model.optimizer.iterations.value.numpy())
+        step = _step(self.model)
         logger.info("step %d: dev BLEU %.2f, chrF %.2f", step, bleu, chrf)
-        if bleu > self.best_bleu:
-            self.best_bleu = bleu
-            self.evaluations_without_improvement = 0
+        improved = self._count(bleu)
+        if self.history_path:
+            self.history.append({"step": step, "bleu": bleu, "chrf": chrf})
+            if self.write:
+                self._write_history()
+        if improved:
             if self.write and self.best_model_path:
                 atomic_save_model(self.model.transformer, self.best_model_path)
             if self.write and self.best_record_path:
                 with atomic_write(self.best_record_path) as file:
                     json.dump({"step": step, "bleu": bleu, "chrf": chrf}, file)
             return
-        self.evaluations_without_improvement += 1
         if self.patience is not None and self.evaluations_without_improvement >= self.patience:
             logger.info(
                 "dev BLEU has not improved for %d evaluations (best %.2f): stopping",
@@ -110,3 +148,7 @@ class DevBleu(keras.callbacks.Callback):
                 self.best_bleu,
             )
             self.model.stop_training = True
+
+
+def _step(model):
+    return int(read_value(model.optimizer.iterations))

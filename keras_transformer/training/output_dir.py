@@ -15,6 +15,9 @@ Training writes, and translation, evaluation, export and averaging read:
       averaged.keras         the weights of the last N checkpoints averaged (paper 6.1)
       best.keras, best.json  the model with the best dev BLEU so far, and its step and BLEU
                              (only with `dev_bleu.sentences` > 0)
+      dev_bleu.json          the step and dev BLEU of every evaluation: early stopping's
+                             patience counter after a resume (with `dev_bleu.sentences` > 0)
+      init.json              where a fine-tuned run started from (`init_from`): run, file, step
       history.json           per-evaluation metrics, appended as training goes
 
 `OutputDir(path).translation_model` is the file decoding should load: `averaged.keras` when
@@ -47,6 +50,8 @@ AVERAGED_MODEL_FILE = "averaged.keras"
 HISTORY_FILE = "history.json"
 BEST_MODEL_FILE = "best.keras"
 BEST_RECORD_FILE = "best.json"
+DEV_BLEU_HISTORY_FILE = "dev_bleu.json"
+INIT_RECORD_FILE = "init.json"
 
 
 class OutputDir:
@@ -110,6 +115,16 @@ class OutputDir:
     def best_record(self):
         """`best.json`: step, BLEU and chrF of `best.keras`."""
         return self._join(BEST_RECORD_FILE)
+
+    @property
+    def dev_bleu_history(self):
+        """`dev_bleu.json`: step, BLEU and chrF of every dev BLEU evaluation."""
+        return self._join(DEV_BLEU_HISTORY_FILE)
+
+    @property
+    def init_record(self):
+        """`init.json`: the run, file and step a fine-tuned run took its first weights from."""
+        return self._join(INIT_RECORD_FILE)
 
     @property
     def history(self):

@@ -70,6 +70,7 @@ class TrainingResult:
         train_seconds: training wall time over every start of the run.
         stopped_by_time: whether `schedule.max_train_minutes` ended training before
             `schedule.train_steps`.
+        initialized_from: the weights file of `init_from` this start began with, or None.
     """
 
     output_dir: OutputDir
@@ -83,6 +84,7 @@ class TrainingResult:
     model: object = dataclasses.field(repr=False, default=None)
     train_seconds: float = 0.0
     stopped_by_time: bool = False
+    initialized_from: str | None = None
 
     def summary(self):
         """Where the outputs went, one per line (printed by the CLI and the pipelines)."""
@@ -90,6 +92,8 @@ class TrainingResult:
         lines = []
         if self.resumed_from_step:
             lines.append(f"resumed from the checkpoint of step {self.resumed_from_step}")
+        if self.initialized_from:
+            lines.append(f"started from the weights of {self.initialized_from}")
         # (A run whose checkpoints predate the clock has no time to show.)
         minutes = f" ({self.train_seconds / 60:.1f} min of training)" if self.train_seconds else ""
         lines.append(f"trained to step {self.step} in {run.path}{minutes}")
@@ -145,6 +149,7 @@ def train(config, callbacks=None):
     """
     config = load_training_config(config)
     config.check_paths()
+    config, init = _resolve_init(config)
     if config.strategy == "multi_worker" and config.data.vocab is None:
         raise UserInputError(
             "data.vocab: strategy 'multi_worker' needs an existing vocabulary so that every "
@@ -152,7 +157,7 @@ def train(config, callbacks=None):
         )
     run = OutputDir(config.output_dir)
     with _undone_on_failed_start(run) as start:
-        return _train(config, run, start, callbacks)
+        return _train(config, run, start, callbacks, init)
 
 
 @contextlib.contextmanager
@@ -185,7 +190,7 @@ def _undone_on_failed_start(run):
         raise
 
 
-def _train(config, run, start, callbacks):
+def _train(config, run, start, callbacks, init=None):
     # The strategy comes before any TensorFlow op: logical CPU devices must be set first.
     strategy = make_strategy(config.strategy, config.num_devices)
     chief = start.chief = is_chief(strategy)
@@ -195,11 +200,16 @@ def _train(config, run, start, callbacks):
     vocabulary = _prepare_vocabulary(config, run, chief)
     model_config = config.transformer_config(vocab_size=vocabulary.size)
     _check_run_model(model_config, run)
+    if init is not None:
+        _check_init_model(model_config, init)
 
     def begin_training():
         # Written once the start has succeeded: a failed start leaves the run's files alone.
         if chief:
             _write_run_files(config, model_config, run)
+            if init is not None:
+                with atomic_write(run.init_record) as file:
+                    json.dump({k: init[k] for k in ("run", "file", "kind", "step")}, file)
         start.training = True
 
     num_replicas = strategy.num_replicas_in_sync
@@ -242,6 +252,8 @@ def _train(config, run, start, callbacks):
             write=chief,
         )
         start_step = checkpointer.restore_latest()
+        if init is not None and checkpointer.restored_path is None:
+            _initialize_from(transformer, init)
 
     train_steps = config.schedule.train_steps
     max_minutes = config.schedule.max_train_minutes
@@ -309,6 +321,7 @@ def _train(config, run, start, callbacks):
         model=transformer,
         train_seconds=float(read_value(train_seconds)),
         stopped_by_time=stopped_by_time,
+        initialized_from=None if init is None else init["file"],
     )
 
 
@@ -497,6 +510,7 @@ def _dev_bleu_callback(config, run, chief):
         patience=settings.patience,
         best_model_path=run.best_model if settings.keep_best else None,
         best_record_path=run.best_record if settings.keep_best else None,
+        history_path=run.dev_bleu_history,
         write=chief,
     )
 
@@ -564,6 +578,138 @@ def _prepare_vocabulary(config, run, chief):
     os.replace(prefix + ".vocab", os.path.splitext(run.vocabulary)[0] + ".vocab")
     os.replace(prefix + ".model", run.vocabulary)
     return data.SubwordVocabulary.from_file(run.vocabulary)
+
+
+def _resolve_init(config):
+    """`config` ready to fine-tune from `config.init_from` (its `data.vocab` set to that run's
+    vocabulary), and what to start from: `{run, file, kind, step}` (None: no `init_from`, or
+    the run resumes from checkpoints of its own).
+
+    Raises:
+        UserInputError: when `init_from` is not a trained run folder, has no weights, or the
+            config names a vocabulary of other pieces.
+    """
+    if config.init_from is None:
+        return config, None
+    source, key = OutputDir(config.init_from), "init_from"
+    if list_checkpoints(OutputDir(config.output_dir).checkpoint_dir):
+        logger.info(
+            "%s has checkpoints of its own: resuming from them, not from %s",
+            config.output_dir,
+            source.path,
+        )
+        # The same data.vocab as the first start, so that training_config.json stays the same.
+        if config.data.vocab is None and os.path.isfile(source.vocabulary):
+            config = config.replace(data=dataclasses.replace(config.data, vocab=source.vocabulary))
+        return config, None
+    if not os.path.isdir(source.path):
+        raise UserInputError(
+            f"{key} {source.path!r} is not a folder; give the output_dir of a trained run"
+        )
+    for path in (source.model_config, source.vocabulary):
+        if not os.path.isfile(path):
+            raise UserInputError(
+                f"{key} {source.path!r} is not a training run folder: it has no "
+                f"{os.path.basename(path)}; give the output_dir of a trained run"
+            )
+    init = _init_weights(source)
+    if config.data.vocab is not None and not filecmp.cmp(
+        config.data.vocab, source.vocabulary, shallow=False
+    ):
+        _check_same_pieces(config.data.vocab, source.vocabulary)
+    return config.replace(data=dataclasses.replace(config.data, vocab=source.vocabulary)), init
+
+
+def _init_weights(source):
+    """The weights a fine-tuned run starts from: the run's averaged model, else its final
+    model, else its newest checkpoint."""
+    checkpoints = (
+        list_checkpoints(source.checkpoint_dir) if os.path.isdir(source.checkpoint_dir) else []
+    )
+    newest_step = int(checkpoints[-1].rsplit("-", 1)[1]) if checkpoints else None
+    models = [("averaged", source.averaged_model), ("final", source.final_model)]
+    found = [(kind, path) for kind, path in models if os.path.isfile(path)]
+    if not found and not checkpoints:
+        raise UserInputError(
+            f"init_from {source.path!r} holds no weights (no averaged.keras, model.keras or "
+            "checkpoint); train it first, or give another run"
+        )
+    kind, path = found[0] if found else ("checkpoint", checkpoints[-1])
+    # The step of the newest checkpoint: the one the run's final (or averaged) model ends at.
+    return {
+        "run": os.path.abspath(source.path),
+        "file": path,
+        "kind": kind,
+        "step": newest_step,
+        "model_config": source.model_config,
+    }
+
+
+def _check_same_pieces(vocab, source_vocab):
+    from keras_transformer import data
+
+    def pieces(path):
+        processor = data.SubwordVocabulary.from_file(path).processor
+        return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+    if pieces(vocab) != pieces(source_vocab):
+        raise UserInputError(
+            f"data.vocab {vocab!r} has other pieces than {source_vocab!r}, the vocabulary "
+            "of init_from: a fine-tuned model keeps the ids it was trained with; remove "
+            "data.vocab (the run's own vocabulary is used) or start from another run"
+        )
+
+
+def _check_init_model(model_config, init):
+    """Raises `UserInputError` naming every model field that gives weights other than those
+    of `init_from` (dropout and label smoothing may change)."""
+    with open(init["model_config"], encoding="utf-8") as file:
+        existing = TransformerConfig.from_dict(json.load(file)).to_dict()
+    free = set(TRAINING_ONLY_FIELDS)
+    if existing.get("positional") == model_config.positional == "sinusoidal":
+        free.add("max_length")  # a sinusoidal table is computed, not a weight
+    new = model_config.to_dict()
+    changed = [
+        f"{k}: {existing.get(k)!r} in init_from, {v!r} in this config"
+        for k, v in new.items()
+        if k not in free and existing.get(k) != v
+    ]
+    if changed:
+        raise UserInputError(
+            f"init_from {init['run']!r} is another model than this config's: "
+            + "; ".join(changed)
+            + ". Set the model section as in that run's config.json to fine-tune it"
+        )
+
+
+def _initialize_from(transformer, init):
+    """Gives `transformer` the weights of `init["file"]`: weights only, by Keras path."""
+    from keras_transformer.training.checkpoints import model_variables
+    from keras_transformer.training.output_dir import load_model
+
+    logger.info(
+        "starting from the weights of %s (%s model of %s, step %s): a fresh optimizer, "
+        "step 0, this config's schedule and data",
+        init["file"],
+        init["kind"],
+        init["run"],
+        init["step"],
+    )
+    if init["kind"] == "checkpoint":
+        tf.train.Checkpoint(model=model_variables(transformer)).read(
+            init["file"]
+        ).assert_existing_objects_matched().expect_partial()
+        return
+    loaded, _ = load_model(init["file"])
+    weights = {variable.path: variable for variable in loaded.weights}
+    missing = [v.path for v in transformer.weights if v.path not in weights]
+    if missing:
+        raise UserInputError(
+            f"{init['file']} does not hold the weights of this model (missing {missing[:3]}); "
+            "fine-tune from a run of the same model config"
+        )
+    for variable in transformer.weights:
+        variable.assign(weights[variable.path])
 
 
 def _changed_model_fields(model_config, run):
