@@ -272,12 +272,12 @@ def test_early_stopping_stops_a_resumed_run_at_the_step_of_an_uninterrupted_one(
 
     assert train(config("whole", 2)).step == 10
     cases = [
-        # Killed after the checkpoint of step 6 and its evaluation: three evaluations (the
-        # last without a better BLEU) came before the checkpoint of step 6.
-        ("after_checkpoint", 2, _KillAt(7, "batch"), 6),
-        # Killed after the evaluation of step 6, whose checkpoint is at step 4: the score of
-        # step 6 is dropped and comes again.
-        ("after_evaluation", 4, _KillAt(6, "epoch"), 4),
+        # Killed after the checkpoint of step 7: three evaluations (the last without a
+        # better BLEU) came before it, and the resumed run's Keras epochs end at odd steps.
+        ("between_evaluations", 1, _KillAt(7, "batch"), 7),
+        # Killed after the evaluation of step 8, whose checkpoint is at step 6: the score of
+        # step 6 (written after its checkpoint) counts, that of step 8 comes again.
+        ("after_evaluation", 3, _KillAt(8, "epoch"), 6),
     ]
     for name, every_steps, kill, restored in cases:
         with pytest.raises(_Killed):

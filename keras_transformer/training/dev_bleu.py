@@ -30,6 +30,11 @@ class DevBleu(keras.callbacks.Callback):
     (atomically); a resumed run drops the entries after its restored step (the checkpoint
     was older than them: those evaluations come again) and recomputes the best BLEU and the
     patience counter from the rest, so that it stops at the step an uninterrupted run stops.
+    With `every_steps`, it evaluates after every update whose step is a multiple of it instead
+    of at epoch ends (and adds the scores to the logs of the epoch that ends next): a run
+    resumed from a checkpoint between two evaluations, whose Keras epochs then end at other
+    steps, still evaluates at the steps an uninterrupted run does. The last update of a run
+    (at `train_steps`, or stopped by time) is scored too.
 
     Args:
         sources: dev source sentences (a subset: decoding is slower than scoring).
@@ -41,6 +46,8 @@ class DevBleu(keras.callbacks.Callback):
         best_model_path: where to keep the best model (`.keras`), or None.
         best_record_path: where to write `{"step": ..., "bleu": ...}` of the best model.
         history_path: where to keep the scores of every evaluation (`dev_bleu.json`), or None.
+        every_steps: evaluate at the updates whose step is a multiple of this (None: at the
+            end of each Keras epoch).
         write: whether this process writes files (False on non-chief workers; they still
             decode, so that every worker takes the same early-stopping decision).
 
@@ -61,6 +68,7 @@ class DevBleu(keras.callbacks.Callback):
         best_model_path=None,
         best_record_path=None,
         history_path=None,
+        every_steps=None,
         write=True,
     ):
         super().__init__()
@@ -74,6 +82,8 @@ class DevBleu(keras.callbacks.Callback):
         self.best_record_path = best_record_path
         self.history_path = history_path
         self.history = []
+        self.every_steps = every_steps
+        self._unlogged = None  # the scores of an evaluation since the last epoch end
         self.write = write
         self.best_bleu = -math.inf
         self.evaluations_without_improvement = 0
@@ -123,10 +133,24 @@ class DevBleu(keras.callbacks.Callback):
         _, report, _ = translate_and_evaluate(self._translator, self.sources, self.references)
         return report.bleu, report.chrf
 
+    def on_train_batch_end(self, batch, logs=None):
+        if self.every_steps is not None and _step(self.model) % self.every_steps == 0:
+            self._unlogged = self._evaluate()
+
     def on_epoch_end(self, epoch, logs=None):
+        if self.every_steps is None:
+            scores = self._evaluate()
+        else:
+            scores, self._unlogged = self._unlogged, None
+            ending = self.model.stop_training and _step(self.model) % self.every_steps
+            if ending:  # the final weights of a run that ends between two evaluations
+                scores = self._evaluate()
+        if scores is not None and logs is not None:
+            logs["val_bleu"], logs["val_chrf"] = scores
+
+    def _evaluate(self):
+        """Scores the current weights, keeps the best, counts patience; returns the scores."""
         bleu, chrf = self.score()
-        if logs is not None:
-            logs["val_bleu"], logs["val_chrf"] = bleu, chrf
         step = _step(self.model)
         logger.info("step %d: dev BLEU %.2f, chrF %.2f", step, bleu, chrf)
         improved = self._count(bleu)
@@ -140,7 +164,7 @@ class DevBleu(keras.callbacks.Callback):
             if self.write and self.best_record_path:
                 with atomic_write(self.best_record_path) as file:
                     json.dump({"step": step, "bleu": bleu, "chrf": chrf}, file)
-            return
+            return bleu, chrf
         if self.patience is not None and self.evaluations_without_improvement >= self.patience:
             logger.info(
                 "dev BLEU has not improved for %d evaluations (best %.2f): stopping",
@@ -148,6 +172,7 @@ class DevBleu(keras.callbacks.Callback):
                 self.best_bleu,
             )
             self.model.stop_training = True
+        return bleu, chrf
 
 
 def _step(model):

@@ -511,6 +511,7 @@ def _dev_bleu_callback(config, run, chief):
         best_model_path=run.best_model if settings.keep_best else None,
         best_record_path=run.best_record if settings.keep_best else None,
         history_path=run.dev_bleu_history,
+        every_steps=min(config.schedule.eval_every_steps, config.schedule.train_steps),
         write=chief,
     )
 
