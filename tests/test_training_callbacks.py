@@ -276,7 +276,7 @@ def test_early_stopping_stops_a_resumed_run_at_the_step_of_an_uninterrupted_one(
         # better BLEU) came before it, and the resumed run's Keras epochs end at odd steps.
         ("between_evaluations", 1, _KillAt(7, "batch"), 7),
         # Killed after the evaluation of step 8, whose checkpoint is at step 6: the score of
-        # step 6 (written after its checkpoint) counts, that of step 8 comes again.
+        # step 6 (taken before its checkpoint) counts, that of step 8 comes again.
         ("after_evaluation", 3, _KillAt(8, "epoch"), 6),
     ]
     for name, every_steps, kill, restored in cases:

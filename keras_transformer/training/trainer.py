@@ -409,13 +409,15 @@ def _fit(
         NaNGuard(last_checkpoint=lambda: checkpointer.latest),
         StopAtStep(train_steps),
     ]
+    if config.dev_bleu.sentences:
+        # Before the checkpoint callback: a checkpoint of step S comes after the score of S,
+        # so a resume from it never misses that score (dev_bleu.json keeps it).
+        callbacks.append(_dev_bleu_callback(config, run, chief))
     callbacks.append(
         CheckpointCallback(
             checkpointer, config.checkpoints.every_minutes, config.checkpoints.every_steps
         )
     )
-    if config.dev_bleu.sentences:
-        callbacks.append(_dev_bleu_callback(config, run, chief))
     if chief:
         callbacks.append(TrainingLogger(run.log_dir, run.history, schedule.log_every_steps))
     callbacks.extend(extra_callbacks or [])
