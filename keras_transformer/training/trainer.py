@@ -641,7 +641,7 @@ def _init_weights(source):
     # The step of the newest checkpoint: the one the run's final (or averaged) model ends at.
     return {
         "run": os.path.abspath(source.path),
-        "file": path,
+        "file": os.path.abspath(path),
         "kind": kind,
         "step": newest_step,
         "model_config": source.model_config,
