@@ -129,6 +129,8 @@ def train(config, callbacks=None):
     Running the same config again after an interruption (even SIGKILL) continues from the
     newest checkpoint in `output_dir`, with its step, optimizer state and data position; a
     finished run is not trained again (raise `schedule.train_steps` to train further).
+    With `config.init_from`, a new run starts from the weights and vocabulary of another run
+    (fine-tuning: a fresh optimizer at step 0); once it has checkpoints it resumes from them.
 
     Args:
         config: a `TrainingConfig`, its dict, or the path of a YAML/JSON file.
