@@ -23,3 +23,17 @@ def not_utf8_message(where, line_number, line, error):
         f"byte offset {error.start}); re-encode the file as UTF-8 (for example "
         "`iconv -f latin1 -t utf-8`)"
     )
+
+
+def report_interrupted(program):
+    """What Ctrl-C leaves behind, in one line on stderr instead of a traceback; returns the exit
+    status a shell reports for SIGINT (130). A training run keeps its newest complete
+    checkpoint, and outputs are written beside their target and renamed only when complete."""
+    import sys
+
+    print(
+        f"{program}: interrupted; outputs written so far and the newest complete checkpoint "
+        "are kept: the same command resumes a training run from that checkpoint",
+        file=sys.stderr,
+    )
+    return 130

@@ -329,4 +329,9 @@ def evaluate_test_set(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        from keras_transformer.errors import report_interrupted
+
+        sys.exit(report_interrupted("multi30k"))

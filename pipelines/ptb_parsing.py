@@ -553,4 +553,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        from keras_transformer.errors import report_interrupted
+
+        sys.exit(report_interrupted("ptb_parsing"))

@@ -26,4 +26,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        from keras_transformer.errors import report_interrupted
+
+        sys.exit(report_interrupted("wmt14_en_fr"))

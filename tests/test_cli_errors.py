@@ -96,3 +96,18 @@ def test_version(capsys):
     from keras_transformer import __version__
 
     assert capsys.readouterr().out == f"keras-transformer {__version__}\n"
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    """An interrupted command says what is kept in one line, with the shell's status for
+    SIGINT, instead of a traceback."""
+    import keras_transformer.cli.info as info_command
+
+    def interrupted_run(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(info_command, "run", interrupted_run)
+    assert main(["info", "--preset", "base"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-transformer info: interrupted;")
+    assert "resumes" in err[0]

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from keras_transformer.errors import UserInputError
+from keras_transformer.errors import UserInputError, report_interrupted
 
 # name -> module under keras_transformer.cli; the order is the order of `--help`.
 COMMANDS = {
@@ -36,7 +36,7 @@ _HELP = {
     "with EVALB (--task parsing)",
     "score": "score given translations: log P(target | source) per line pair",
     "parse": "parse sentences into constituency trees (paper 6.3)",
-    "export": "export a SavedModel for TensorFlow Serving",
+    "export": "export a SavedModel for TensorFlow Serving, or a CTranslate2 model",
     "attention": "draw the attention weights of one layer for a sentence (paper figures 3-5)",
     "info": "print parameter counts of presets (paper Table 3)",
 }
@@ -147,6 +147,8 @@ def main(argv=None):
     except UserInputError as error:
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return report_interrupted(f"keras-transformer {args.command}")
     except BrokenPipeError:
         # The reader went away (`... | head`): stop quietly, as a Unix filter does. Python would
         # otherwise print a traceback, and another one when it flushes stdout at exit.
