@@ -104,6 +104,22 @@ def machine_line(record, threads=None):
 # -- peers -------------------------------------------------------------------------------------
 
 
+def set_tensorflow_threads(intra, inter=None, stream=None):
+    """Sets TensorFlow's thread pools, or, where TensorFlow already started in this process
+    (a benchmark called from a test), says in one line that its pools stay as they are."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+        if inter is not None:
+            tf.config.threading.set_inter_op_parallelism_threads(inter)
+    except RuntimeError:
+        print(
+            "# TensorFlow already started in this process: its thread pools stay as they are",
+            file=stream or sys.stderr,
+        )
+
+
 def importable_peers(requested, modules, stream=None):
     """Splits `requested` peers into those whose module imports and those that do not.
 

@@ -33,7 +33,13 @@ import time
 
 import numpy as np
 
-from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
+from benchmarks.common import (
+    best_seconds,
+    importable_peers,
+    machine_line,
+    machine_record,
+    set_tensorflow_threads,
+)
 
 THREADS = int(os.environ.get("DECODE_THREADS", "2"))
 CONFIGS = {
@@ -370,10 +376,8 @@ def main(argv=None):
         parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {','.join(PEERS)}")
 
     set_thread_environment()
-    import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(THREADS)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    set_tensorflow_threads(THREADS, inter=1)
     peers, skipped_peers = importable_peers(args.peers.split(","), PEER_MODULES)
     lengths = [int(x) for x in args.lengths.split(",")]
     results, agreement = [], {}
