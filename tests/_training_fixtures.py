@@ -23,11 +23,6 @@ def load_pipeline(name):
     return _load_script(REPO / "pipelines" / f"{name}.py", name)
 
 
-def load_benchmark(name):
-    """A `benchmarks/NAME.py` script as a module (it puts benchmarks/ on sys.path itself)."""
-    return _load_script(REPO / "benchmarks" / f"{name}.py", f"benchmark_{name}")
-
-
 def _load_script(path, module_name):
     import importlib.util
 
