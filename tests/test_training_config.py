@@ -244,6 +244,12 @@ def test_a_bad_value_from_set_is_named_as_given_not_as_the_files(corpus, tmp_pat
     with pytest.raises(UserInputError) as raised:  # the file's own value: the file is named
         TrainingConfig.from_file(path, overrides=["schedule.train_steps=5"])
     assert str(raised.value).startswith(f"{path}: schedule.warmup_steps")
+    values["schedule"]["warmup_steps"] = 10
+    path.write_text(json.dumps(values))
+    with pytest.raises(UserInputError) as raised:  # a misspelt model field from the command line
+        TrainingConfig.from_file(path, overrides=["model.dmodel=64"])
+    assert str(raised.value).startswith("--set model.dmodel=64: model:")
+    assert "dmodel" in str(raised.value)
 
 
 def test_accumulation_steps_from_tokens_per_update(corpus, tmp_path):

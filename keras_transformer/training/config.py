@@ -284,6 +284,7 @@ class TrainingConfig:
                 for key in assignments
                 if str(error).startswith(key)
                 or re.match(rf"unknown key\(s\) .*\b{re.escape(key)}\b", str(error))
+                or _names_field_of_section(str(error), key)
             ]
             where = f"--set {assignments[max(given, key=len)]}" if given else path
             raise UserInputError(f"{where}: {error}") from None
@@ -434,6 +435,17 @@ def _set_dotted(values, key, value, assignment):
             raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
         node = child
     node[parts[-1]] = value
+
+
+def _names_field_of_section(message, key):
+    """Whether an error about a section (`model: unknown ... ['dmodel']`) is about the field
+    that the dotted `key` (`model.dmodel`) set."""
+    section, _, field = key.rpartition(".")
+    return (
+        bool(section)
+        and message.startswith(section + ":")
+        and bool(re.search(rf"\b{re.escape(field)}\b", message))
+    )
 
 
 def apply_overrides(values, overrides):
