@@ -88,6 +88,7 @@ QUICKSTART = {
     "xla": False,
     "verbose": "auto",
     "seed": 1,
+    "init_from": None,
 }
 
 # Wu et al. (2021)'s Transformer-tiny recipe on the prepared (lower-cased, tokenized) text.
@@ -152,6 +153,7 @@ MULTI30K = {
     "xla": False,
     "verbose": "auto",
     "seed": 1,
+    "init_from": None,
 }
 
 
