@@ -198,3 +198,21 @@ def test_cli_top_p_outside_its_range_names_the_flag(capsys, tmp_path):
     assert "--top-p=0.0 is out of range: it must be a finite number in (0.0, 1.0]" in (
         capsys.readouterr().err
     )
+
+
+def test_cli_sampling_flags_without_sampling_are_refused(capsys, tmp_path):
+    """A sampling flag given to beam search would be ignored: the command says so and how to
+    fix it, before any model is loaded."""
+    from keras_transformer.cli import main
+
+    for flags in (["--top-p", "0.9"], ["--top-k", "5"], ["--temperature", "0.7"], ["--seed", "3"]):
+        status = main(["translate", "--model", str(tmp_path / "absent"), *flags])
+        assert status == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1
+        assert f"{flags[0]} applies to sampling only (--search sample)" in err[0]
+        assert "the search here is 'beam'" in err[0]
+    status = main(
+        ["translate", "--model", str(tmp_path / "absent"), "--search", "sample", "--seed", "3"]
+    )
+    assert "applies to sampling only" not in capsys.readouterr().err  # fails later: no model

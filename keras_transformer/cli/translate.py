@@ -134,6 +134,7 @@ def translator_from_args(args, num_hypotheses=1):
     )
     if args.search == "sample" and args.temperature <= 0:
         raise UserInputError("--temperature must be > 0")
+    _refuse_sampling_flags_without_sampling(args)
     return Translator.load(
         args.model if len(args.model) > 1 else args.model[0],
         vocabulary=args.vocab,
@@ -152,6 +153,20 @@ def translator_from_args(args, num_hypotheses=1):
         compile=not args.no_compile,
         ensemble_combine=args.ensemble_combine,
     )
+
+
+def _refuse_sampling_flags_without_sampling(args):
+    """A sampling flag given to another search would be ignored: say so instead."""
+    if args.search == "sample":
+        return
+    defaults = {"top_k": 0, "temperature": 1.0, "top_p": 1.0, "seed": None}
+    for dest, default in defaults.items():
+        if getattr(args, dest, default) != default:
+            flag = "--" + dest.replace("_", "-")
+            raise UserInputError(
+                f"{flag} applies to sampling only (--search sample); the search here is "
+                f"{args.search!r}: add --search sample, or leave out {flag}"
+            )
 
 
 def add_arguments(parser):
