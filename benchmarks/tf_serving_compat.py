@@ -20,12 +20,12 @@ Docker; TF Serving's predict path is the same session run (predict_util.cc).
 
 The side environment (about 600 MB; not part of the project):
 
-    python3 -m venv /tmp/tfs220
-    /tmp/tfs220/bin/pip install "tensorflow==2.20.0" "tensorflow-text==2.20.0"
+    python3 -m venv .venv-tf220
+    .venv-tf220/bin/pip install "tensorflow==2.20.0" "tensorflow-text==2.20.0"
 
 Usage (from the repository root, with the project's venv):
 
-    python -m benchmarks.tf_serving_compat --side-python /tmp/tfs220/bin/python
+    python -m benchmarks.tf_serving_compat --side-python .venv-tf220/bin/python
 
 Ends with one JSON line; exit status 1 if any check fails.
 """
@@ -138,7 +138,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--side-python",
-        default="/tmp/tfs220/bin/python",
+        default=".venv-tf220/bin/python",
         help="the Python of the side environment (TF 2.20)",
     )
     parser.add_argument("--export", help="a SavedModel version directory (default: build one)")
