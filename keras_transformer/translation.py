@@ -2,7 +2,8 @@
 
 A `Translator` holds a model (or an ensemble), its SentencePiece vocabulary and the search
 settings. It tokenizes the input, appends eos, sorts the sentences by length and decodes them
-in batches of similar length (less padding), then returns the translations in input order.
+in batches of similar length (less padding): `batch_size` sentences, or as many as a
+`batch_tokens` budget of padded tokens holds; then returns the translations in input order.
 
 Where a model comes from (`Translator.load(path)`):
 
@@ -48,6 +49,12 @@ from keras_transformer.decoding import (
     greedy_search,
     is_hypothesis,
     sample,
+)
+from keras_transformer.decoding.batches import (
+    padded_rows,
+    padded_width,
+    sentence_batches,
+    token_batches,
 )
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.scoring import score_targets
@@ -124,7 +131,8 @@ class _SearchRetracingFilter(logging.Filter):
 
     Those traces are by design: each `Translator` compiles its own search (its settings are
     constants of the graph), once per source-batch shape, and shapes are bucketed
-    (`LENGTH_MULTIPLE`) so that they are few; static shapes keep the search's loop simple.
+    (`LENGTH_MULTIPLE`, and row counts under a token budget: `padded_rows`) so that they are
+    few; static shapes keep the search's loop simple.
     The warning counts them across Translators and would read as a bug. Any other function's
     retracing warning still shows.
     """
@@ -193,7 +201,10 @@ class Translator:
         top_k, temperature, top_p, seed: sampling settings (`search="sample"`); `top_p` in
             (0, 1] is nucleus sampling, applied after temperature and top-k
             (`keras_transformer.decoding.sampling`).
-        batch_size: sentences decoded together.
+        batch_size: sentences decoded together (with `batch_tokens`: at most this many).
+        batch_tokens: a budget of padded source tokens per batch (sentences x the padded
+            longest length) instead of a fixed sentence count, for inputs of mixed lengths
+            (`keras_transformer.decoding.batches`); None: batches of `batch_size` sentences.
         on_too_long: "truncate" (with a warning) or "error" for sentences longer than the
             model's `max_length` tokens.
         compile: compile the search (`tf.function` / `jax.jit`).
@@ -223,6 +234,7 @@ class Translator:
         on_too_long="truncate",
         compile=True,
         ensemble_combine="log_probs",
+        batch_tokens=None,
     ):
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
@@ -236,6 +248,7 @@ class Translator:
             max_extra_length=max_extra_length,
             num_hypotheses=num_hypotheses,
             top_p=top_p,
+            batch_tokens=batch_tokens,
         )
         if search != "beam" and num_hypotheses != 1:
             raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
@@ -263,6 +276,7 @@ class Translator:
         self.top_k, self.temperature, self.top_p = top_k, temperature, top_p
         self._rng = np.random.default_rng(seed)
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
         self._compile_enabled = compile
@@ -339,14 +353,25 @@ class Translator:
         return encoded
 
     def _batches(self, encoded):
-        """Indices of the non-empty inputs, grouped by length (longest first)."""
-        order = sorted(
-            (i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i])
+        """Indices of the non-empty inputs, grouped by length (longest first): `batch_size`
+        at a time, or under the `batch_tokens` budget."""
+        return self._group([None if ids is None else len(ids) for ids in encoded])
+
+    def _group(self, lengths):
+        if self.batch_tokens is None:
+            return sentence_batches(lengths, self.batch_size)
+        return token_batches(
+            lengths, self.batch_tokens, self.batch_size, LENGTH_MULTIPLE, self.max_source_length
         )
-        return [
-            order[start : start + self.batch_size]
-            for start in range(0, len(order), self.batch_size)
-        ]
+
+    def _rows(self, indices, lengths):
+        """The rows to search for a batch: with a token budget, `indices` padded to a bucketed
+        row count (`padded_rows`), so that a compiled search sees a few batch shapes only."""
+        if self.batch_tokens is None:
+            return indices
+        longest = max(lengths[i] for i in indices)
+        width = padded_width(longest, LENGTH_MULTIPLE, self.max_source_length)
+        return padded_rows(indices, width, self.batch_tokens, self.batch_size)
 
     def _source_batch(self, encoded, indices):
         longest = max(len(encoded[i]) for i in indices)
@@ -448,8 +473,10 @@ class Translator:
                 )
         encoded = self._encode(texts)
         outputs = [[("", 0.0)] for _ in encoded]
+        source_lengths = [None if ids is None else len(ids) for ids in encoded]
         for indices in self._batches(encoded):
-            ids, lengths, _, scores = self.translate_ids(self._source_batch(encoded, indices))
+            rows = self._rows(indices, source_lengths)
+            ids, lengths, _, scores = self.translate_ids(self._source_batch(encoded, rows))
             for row, i in enumerate(indices):
                 outputs[i] = [
                     (self._text(ids[row, j], lengths[row, j]), float(scores[row, j]))
@@ -521,13 +548,13 @@ class Translator:
             self._compiled_score = compile_search(self._score, self.decoder, self._compile_enabled)
         scores = np.zeros(len(encoded), "float64")
         longest = [max(len(a), len(b)) for a, b in zip(encoded, labels)]
-        order = sorted(range(len(encoded)), key=lambda i: -longest[i])
-        for start in range(0, len(order), self.batch_size):
-            indices = order[start : start + self.batch_size]
+        for indices in self._group(longest):
+            rows = self._rows(indices, longest)
             total, count = self._compiled_score(
-                self._source_batch(encoded, indices), self._source_batch(labels, indices)
+                self._source_batch(encoded, rows), self._source_batch(labels, rows)
             )
-            total, count = keras.ops.convert_to_numpy(total), keras.ops.convert_to_numpy(count)
+            total = keras.ops.convert_to_numpy(total)[: len(indices)]
+            count = keras.ops.convert_to_numpy(count)[: len(indices)]
             scores[indices] = total / count if normalize else total
         scores = [float(score) for score in scores]
         return scores[0] if single else scores
@@ -552,7 +579,7 @@ def translate(
         vocabulary: the SentencePiece `.model` (default: `vocab.model` beside the model).
         beam_size, alpha, max_extra_length, num_hypotheses: the search (ignored when `model`
             is a `Translator`, which has its own settings, except `num_hypotheses`).
-        **options: other `Translator` arguments.
+        **options: other `Translator` arguments (`batch_size`, `batch_tokens`, ...).
 
     Returns:
         As `Translator.translate`: strings, or n-best lists of `(text, score)`.

@@ -4,8 +4,9 @@ Lines are read in chunks, translated with beam search (paper 6.1 settings by def
 written in input order, one translation per line; an empty line gives an empty line. With
 `--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
 layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
-`--max-extra-length`, `--n-best`, `--top-p`; see `keras_transformer.decoding.settings`) stops
-with one line that names the flag, the value and the range.
+`--max-extra-length`, `--n-best`, `--top-p`, `--batch-tokens`; see
+`keras_transformer.decoding.settings`) stops with one line that names the flag, the value and
+the range.
 """
 
 import contextlib
@@ -25,6 +26,7 @@ SETTING_FLAGS = {
     "max_extra_length": "--max-extra-length",
     "num_hypotheses": "--n-best",
     "top_p": "--top-p",
+    "batch_tokens": "--batch-tokens",
 }
 
 
@@ -105,7 +107,19 @@ def add_model_arguments(parser):
         "reaches P, in (0, 1], after --temperature and --top-k; default: 1 (all)",
     )
     add("--seed", type=int, help="sampling seed")
-    add("--batch-size", type=int, default=32, help="sentences per batch")
+    add(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="sentences per batch (the most, with --batch-tokens)",
+    )
+    add(
+        "--batch-tokens",
+        type=int,
+        metavar="N",
+        help="batch sentences of similar length up to N padded source tokens (sentences x "
+        "longest) instead of --batch-size sentences; a longer sentence is a batch alone",
+    )
     add(
         "--on-too-long",
         choices=("truncate", "error"),
@@ -130,6 +144,7 @@ def translator_from_args(args, num_hypotheses=1):
         max_extra_length=args.max_extra_length,
         num_hypotheses=num_hypotheses,
         top_p=args.top_p,
+        batch_tokens=args.batch_tokens,
         labels=SETTING_FLAGS,
     )
     if args.search == "sample" and args.temperature <= 0:
@@ -149,6 +164,7 @@ def translator_from_args(args, num_hypotheses=1):
         top_p=args.top_p,
         seed=args.seed,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         on_too_long=args.on_too_long,
         compile=not args.no_compile,
         ensemble_combine=args.ensemble_combine,

@@ -15,6 +15,8 @@ than the one it asked for.
 - `num_hypotheses`: an integer in [1, beam_size].
 - `top_p`: a finite number in (0, 1]: sampling keeps the smallest set of most probable tokens
   whose mass reaches top_p, which is empty for 0; 1 keeps every token (plain sampling).
+- `batch_tokens`: an integer of at least 1, the padded source tokens of one inference batch
+  (`keras_transformer.decoding.batches`); Python only, a SavedModel takes whole batches.
 
 Backend-neutral (plain Python); the SavedModel's graph checks in
 `keras_transformer/export/signatures.py` build their messages from `MESSAGE` and `RANGES`.
@@ -35,6 +37,7 @@ RANGES = {
     "max_extra_length": ("an integer", 0, MAX_EXTRA_LENGTH),
     "num_hypotheses": ("an integer", 1, None),
     "top_p": ("a finite number", 0.0, 1.0),
+    "batch_tokens": ("an integer", 1, None),
 }
 # Settings whose lowest value is excluded from their range.
 LOW_EXCLUSIVE = frozenset({"top_p"})
@@ -81,12 +84,13 @@ def check_decoding_settings(
     max_beam_size=None,
     labels=None,
     top_p=None,
+    batch_tokens=None,
 ):
     """Raises `UserInputError` for the first setting outside its range (see the table above).
 
     Args:
-        beam_size, alpha, max_extra_length, num_hypotheses, top_p: the settings; None skips
-            one.
+        beam_size, alpha, max_extra_length, num_hypotheses, top_p, batch_tokens: the
+            settings; None skips one.
             `num_hypotheses` is checked against `beam_size` when both are given.
         max_beam_size: the widest beam allowed (a SavedModel's compiled width), or None.
         labels: optional `{name: label}` to name inputs as the caller does (CLI flags).
@@ -105,6 +109,7 @@ def check_decoding_settings(
         "max_extra_length": max_extra_length,
         "num_hypotheses": num_hypotheses,
         "top_p": top_p,
+        "batch_tokens": batch_tokens,
     }
     bounds = ranges(max_beam_size, beam_size if _is_integer(beam_size) else None)
     for name, value in values.items():
