@@ -33,6 +33,7 @@ from keras_transformer.decoding.incremental import (
     forbid_tokens,
 )
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
+from keras_transformer.decoding.prefix import force_prefix
 from keras_transformer.decoding.result import SearchResult
 
 
@@ -79,6 +80,8 @@ class BeamSearch:
     Call args:
         model: a `Transformer` or a decoder (`IncrementalDecoder`, `EnsembleDecoder`).
         source_ids: `[batch, source_length]` int32, ending with eos, padded with pad.
+        prefix_ids: optional `[batch, prefix_length]` target tokens every hypothesis starts
+            with, right-padded with pad (`keras_transformer.decoding.prefix`).
 
     Returns:
         A `SearchResult`: `[batch, num_hypotheses, ...]`, best score first.
@@ -113,7 +116,7 @@ class BeamSearch:
         self.num_hypotheses = num_hypotheses
         self.min_length = int(min_length)
 
-    def __call__(self, model, source_ids):
+    def __call__(self, model, source_ids, prefix_ids=None):
         decoder = as_decoder(model)
         k = self.beam_size
         source_ids = ops.convert_to_tensor(source_ids, "int32")
@@ -127,6 +130,8 @@ class BeamSearch:
         positions = ops.arange(buffer_length)
         candidate_ranks = ops.arange(2 * k)[None, :]
         cap_penalty = length_penalty(caps, self.alpha)[:, None]  # [batch, 1]
+        if prefix_ids is not None:
+            prefix_ids = _tile_beams(ops.convert_to_tensor(prefix_ids, "int32"), k)
 
         def not_done(step, alive, finished, done, dynamic):
             return ops.logical_and(step < buffer_length, ops.logical_not(ops.all(done)))
@@ -138,6 +143,8 @@ class BeamSearch:
             )
             log_probs = forbid_tokens(log_probs, (decoder.pad_id, decoder.bos_id))
             log_probs = forbid_early_eos(log_probs, decoder.eos_id, step, self.min_length)
+            if prefix_ids is not None:
+                log_probs = force_prefix(log_probs, prefix_ids, step, decoder.pad_id)
             log_probs = ops.reshape(log_probs, (batch_size, k, vocab_size))
 
             # The 2k best one-token extensions of the alive hypotheses.

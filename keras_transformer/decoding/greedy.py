@@ -10,11 +10,12 @@ from keras_transformer.decoding.incremental import (
     forbid_tokens,
 )
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
+from keras_transformer.decoding.prefix import force_prefix
 from keras_transformer.decoding.result import SearchResult
 
 
 def decode_token_by_token(
-    model, source_ids, select_tokens, max_extra_length=50, alpha=0.0, min_length=0
+    model, source_ids, select_tokens, max_extra_length=50, alpha=0.0, min_length=0, prefix_ids=None
 ):
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
@@ -31,6 +32,8 @@ def decode_token_by_token(
         max_extra_length: output tokens allowed beyond the source length.
         alpha: length-penalty strength used for `scores` only (the choice is per token).
         min_length: no eos before this many output tokens (eos included).
+        prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
+            right-padded with pad (`keras_transformer.decoding.prefix`).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -52,6 +55,8 @@ def decode_token_by_token(
         step_log_probs, dynamic = decoder.step(tokens[:, None], static, dynamic, step)
         step_log_probs = forbid_tokens(step_log_probs, (decoder.pad_id, decoder.bos_id))
         step_log_probs = forbid_early_eos(step_log_probs, decoder.eos_id, step, min_length)
+        if prefix_ids is not None:
+            step_log_probs = force_prefix(step_log_probs, prefix_ids, step, decoder.pad_id)
         chosen = ops.cast(select_tokens(step_log_probs, step), "int32")
         chosen = ops.where(finished, decoder.pad_id, chosen)
         token_log_probs = ops.take_along_axis(step_log_probs, chosen[:, None], axis=1)[:, 0]
@@ -81,7 +86,7 @@ def decode_token_by_token(
     return SearchResult(ids[:, None, :], lengths[:, None], log_probs[:, None], scores[:, None])
 
 
-def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=0):
+def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=0, prefix_ids=None):
     """Greedy search: the most probable token at every step.
 
     Args:
@@ -90,6 +95,8 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=
         max_extra_length: output tokens allowed beyond the source length (paper: 50).
         alpha: length-penalty strength for the reported `scores` (does not change the output).
         min_length: no eos before this many output tokens (eos included).
+        prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
+            right-padded with pad (`keras_transformer.decoding.prefix`).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -105,4 +112,5 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=
         max_extra_length=max_extra_length,
         alpha=alpha,
         min_length=min_length,
+        prefix_ids=prefix_ids,
     )

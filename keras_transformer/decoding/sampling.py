@@ -83,6 +83,7 @@ def sample(
     noise=None,
     alpha=0.0,
     top_p=1.0,
+    prefix_ids=None,
 ):
     """Samples one translation per sentence.
 
@@ -98,6 +99,8 @@ def sample(
             from outside a compiled function so that each call samples anew.
         alpha: length-penalty strength for the reported `scores`.
         top_p: nucleus sampling, in (0, 1] (1: off); applied after temperature and top-k.
+        prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
+            right-padded with pad (`keras_transformer.decoding.prefix`).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -121,4 +124,6 @@ def sample(
     def select(log_probs, step):
         return sample_tokens(log_probs, ops.take(noise, step, axis=0), top_k, temperature, top_p)
 
-    return decode_token_by_token(decoder, source_ids, select, max_extra_length, alpha=alpha)
+    return decode_token_by_token(
+        decoder, source_ids, select, max_extra_length, alpha=alpha, prefix_ids=prefix_ids
+    )
