@@ -382,11 +382,69 @@ class Translator:
             batch[row, : len(encoded[i])] = encoded[i]
         return batch
 
+    def _encode_prefixes(self, target_prefix, encoded, single):
+        """Target token ids per text (an empty list for no prefix), or None when no text has
+        a prefix. A prefix that cannot fit its text's output cap is an error."""
+        if target_prefix is None:
+            return None
+        if single:
+            if not isinstance(target_prefix, str):
+                raise TypeError(f"target_prefix must be a string, got {target_prefix!r:.60}")
+            target_prefix = [target_prefix]
+        elif isinstance(target_prefix, (str, bytes)) or not hasattr(target_prefix, "__len__"):
+            raise TypeError(
+                f"target_prefix must be a list of strings, got {type(target_prefix).__name__}"
+            )
+        if len(target_prefix) != len(encoded):
+            raise UserInputError(
+                f"{len(encoded)} texts but {len(target_prefix)} target prefixes: give one "
+                'prefix per text ("" for none)'
+            )
+        prefixes = []
+        for index, (prefix, source) in enumerate(zip(target_prefix, encoded)):
+            if not isinstance(prefix, str):
+                raise TypeError(
+                    f"the target prefix of {_input_name(index)} is {type(prefix).__name__}, "
+                    f"not str: {prefix!r:.60}"
+                )
+            if source is None or not prefix.strip():
+                prefixes.append([])
+                continue
+            ids = list(self.vocabulary.encode(prefix))
+            cap = min(len(source) + self.max_extra_length, self.max_source_length)
+            if len(ids) >= cap:
+                raise UserInputError(
+                    f"the target prefix of {_input_name(index)} has {len(ids)} tokens, but "
+                    f"the output is capped at {cap} tokens, eos included (the input's "
+                    f"{len(source)} tokens + max_extra_length {self.max_extra_length}, at "
+                    f"most the model's {self.max_source_length}): shorten the prefix or "
+                    "raise max_extra_length"
+                )
+            prefixes.append(ids)
+        return prefixes if any(prefixes) else None
+
+    def _prefix_batch(self, prefixes, indices):
+        """`[len(indices), width]` prefix ids padded with pad (width a multiple of
+        `LENGTH_MULTIPLE`, for few traced shapes), or None when no row has a prefix."""
+        if prefixes is None or not any(prefixes[i] for i in indices):
+            return None
+        longest = max(len(prefixes[i]) for i in indices)
+        batch = np.full(
+            (len(indices), -(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE),
+            self.decoder.pad_id,
+            "int32",
+        )
+        for row, i in enumerate(indices):
+            batch[row, : len(prefixes[i])] = prefixes[i]
+        return batch
+
     # -- search ----------------------------------------------------------------------------
 
-    def _search(self, source_ids, noise=None):
+    def _search(self, source_ids, noise=None, prefix_ids=None):
         if self.search == "greedy":
-            result = greedy_search(self.decoder, source_ids, self.max_extra_length, self.alpha)
+            result = greedy_search(
+                self.decoder, source_ids, self.max_extra_length, self.alpha, prefix_ids=prefix_ids
+            )
         elif self.search == "sample":
             result = sample(
                 self.decoder,
@@ -397,9 +455,10 @@ class Translator:
                 noise=noise,
                 alpha=self.alpha,
                 top_p=self.top_p,
+                prefix_ids=prefix_ids,
             )
         else:
-            result = self.beam_search(self.decoder, source_ids)
+            result = self.beam_search(self.decoder, source_ids, prefix_ids)
         return tuple(result)
 
     def with_decoder(self, decoder):
@@ -412,9 +471,11 @@ class Translator:
         other._compiled_score = None
         return other
 
-    def translate_ids(self, source_ids):
+    def translate_ids(self, source_ids, prefix_ids=None):
         """Searches one batch of source ids `[batch, length]`; returns NumPy
-        `(ids, lengths, log_probs, scores)` shaped as `SearchResult`."""
+        `(ids, lengths, log_probs, scores)` shaped as `SearchResult`. `prefix_ids`
+        `[batch, prefix_length]` (pad-padded) forces the start of each output
+        (`keras_transformer.decoding.prefix`)."""
         source_ids = np.asarray(source_ids, "int32")
         args = (source_ids,)
         if self.search == "sample":
@@ -422,6 +483,8 @@ class Translator:
                 source_ids, self.decoder.pad_id, self.max_extra_length, self.max_source_length
             )
             args += (self._rng.random((buffer_length, len(source_ids)), "float32"),)
+        if prefix_ids is not None:  # none: the search traced without a prefix, bit for bit
+            args += (None,) * (2 - len(args)) + (np.asarray(prefix_ids, "int32"),)
         return tuple(np.asarray(keras.ops.convert_to_numpy(x)) for x in self._compiled(*args))
 
     def _text(self, ids, length):
@@ -430,17 +493,29 @@ class Translator:
             ids = ids[:-1]
         return self.vocabulary.decode(ids)
 
-    def translate(self, texts, num_hypotheses=None):
+    def translate(self, texts, num_hypotheses=None, return_alignments=False, target_prefix=None):
         """Translates a list of strings (or one string).
 
         Args:
             texts: a string or a list of strings.
             num_hypotheses: n-best size for this call (default: the translator's).
+            return_alignments: also return each translation's word alignment
+                (`keras_transformer.decoding.alignment`): a list of `(i, j)` pairs, source
+                word i to target word j (0-based, whitespace-separated words), ordered by j;
+                `alignment.to_pharaoh(pairs)` writes them as `"i-j ..."`.
+            target_prefix: optional, one string per text ("" for none; one string for one
+                text): every hypothesis of that text starts with the prefix's target tokens
+                (its SentencePiece pieces, no eos) and the search finishes the sentence. The
+                forced tokens' log-probabilities count in the score, which stays log P(whole
+                output) / length penalty (`keras_transformer.decoding.prefix`). An empty text
+                still gives "". None, or only empty prefixes, decode exactly as without.
 
         Returns:
             Strings in input order; with `num_hypotheses > 1`, one list of `(text, score)` per
             input, best first (score = log-probability / length penalty). An empty input gives
-            "" (or `[("", 0.0)]`).
+            "" (or `[("", 0.0)]`). With `return_alignments=True` each string becomes
+            `(text, pairs)` and each n-best entry `(text, score, pairs)`; an empty input
+            has no pairs (`("", [])`, `[("", 0.0, [])]`).
 
         Raises:
             TypeError: for a non-string element (its index and type are named).
@@ -472,24 +547,58 @@ class Translator:
                     self._search, self.decoder, enabled=self._compile_enabled
                 )
         encoded = self._encode(texts)
+        prefixes = self._encode_prefixes(target_prefix, encoded, single)
         outputs = [[("", 0.0)] for _ in encoded]
         source_lengths = [None if ids is None else len(ids) for ids in encoded]
+        output_ids = {}  # input index -> ids of its hypotheses, for the alignments
         for indices in self._batches(encoded):
             rows = self._rows(indices, source_lengths)
-            ids, lengths, _, scores = self.translate_ids(self._source_batch(encoded, rows))
+            ids, lengths, _, scores = self.translate_ids(
+                self._source_batch(encoded, rows), self._prefix_batch(prefixes, rows)
+            )
             for row, i in enumerate(indices):
                 outputs[i] = [
                     (self._text(ids[row, j], lengths[row, j]), float(scores[row, j]))
                     for j in range(min(n_best, scores.shape[1]))
                     if is_hypothesis(scores[row, j])
                 ]
+                if return_alignments:
+                    output_ids[i] = [
+                        ids[row, j, : lengths[row, j]].tolist() for j in range(len(outputs[i]))
+                    ]
+        if return_alignments:
+            outputs = self._with_alignments(encoded, outputs, output_ids)
         if n_best == 1:
-            outputs = [hypotheses[0][0] for hypotheses in outputs]
+            outputs = [
+                (hypotheses[0][0], hypotheses[0][2]) if return_alignments else hypotheses[0][0]
+                for hypotheses in outputs
+            ]
         else:
             outputs = [hypotheses[:n_best] for hypotheses in outputs]
         return outputs[0] if single else outputs
 
     __call__ = translate
+
+    def _with_alignments(self, encoded, outputs, output_ids):
+        """`outputs` with each `(text, score)` extended to `(text, score, pairs)`: the
+        hypotheses' alignments, from a teacher-forced pass over the search's own ids."""
+        from keras_transformer.decoding import alignment
+
+        if getattr(self, "_piece_classes", None) is None:
+            self._piece_classes = alignment.piece_classes(self.vocabulary, self.decoder.vocab_size)
+        keys = [(i, j) for i, hypotheses in output_ids.items() for j in range(len(hypotheses))]
+        pairs = alignment.align_pairs(
+            self.decoder,
+            self._piece_classes,
+            [(encoded[i], output_ids[i][j]) for i, j in keys],
+            batch_size=self.batch_size,
+            pad_id=self.decoder.pad_id,
+        )
+        links = dict(zip(keys, pairs))
+        return [
+            [(text, score, links.get((i, j), [])) for j, (text, score) in enumerate(hypotheses)]
+            for i, hypotheses in enumerate(outputs)
+        ]
 
     # -- scoring ---------------------------------------------------------------------------
 
@@ -568,6 +677,7 @@ def translate(
     alpha=0.6,
     max_extra_length=50,
     num_hypotheses=1,
+    target_prefix=None,
     **options,
 ):
     """Translates `texts` with beam search (paper 6.1: beam 4, alpha 0.6, input length + 50).
@@ -579,6 +689,8 @@ def translate(
         vocabulary: the SentencePiece `.model` (default: `vocab.model` beside the model).
         beam_size, alpha, max_extra_length, num_hypotheses: the search (ignored when `model`
             is a `Translator`, which has its own settings, except `num_hypotheses`).
+        target_prefix: one string per text that its translation must start with ("" for
+            none), as `Translator.translate`.
         **options: other `Translator` arguments (`batch_size`, `batch_tokens`, ...).
 
     Returns:
@@ -607,4 +719,4 @@ def translate(
                     "SentencePiece .model the model was trained with"
                 )
             translator = Translator(model, vocabulary, **settings)
-    return translator.translate(texts, num_hypotheses=num_hypotheses)
+    return translator.translate(texts, num_hypotheses=num_hypotheses, target_prefix=target_prefix)

@@ -221,3 +221,22 @@ def alignment_error_rate(hypotheses, sure, possible=None):
     if size_a + size_s == 0:
         return 0.0
     return 1.0 - (found_sure + found_possible) / (size_a + size_s)
+
+
+def align_pairs(model, classes, pairs, batch_size=32, pad_id=0, layer_index=None, head=None):
+    """`align_ids` over a list of `(source ids, target ids)` (each ending with eos), batched
+    by length; one list of `(i, j)` per pair, in the order given."""
+    results = [None] * len(pairs)
+    order = sorted(range(len(pairs)), key=lambda k: -max(len(pairs[k][0]), len(pairs[k][1])))
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = []
+        for side in (0, 1):
+            width = max(len(pairs[k][side]) for k in indices)
+            ids = np.full((len(indices), width), pad_id, "int32")
+            for row, k in enumerate(indices):
+                ids[row, : len(pairs[k][side])] = pairs[k][side]
+            batch.append(ids)
+        for k, links in zip(indices, align_ids(model, classes, *batch, layer_index, head)):
+            results[k] = links
+    return results
