@@ -91,6 +91,41 @@ QUICKSTART = {
     "init_from": None,
 }
 
+# Fine-tuning the quickstart model on spans of time: the quickstart's model and data
+# settings on the small in-domain set, with a fresh, shorter, gentler schedule.
+_FINETUNE_CORPUS = "runs/quickstart_finetune/corpus"
+QUICKSTART_FINETUNE = {
+    **QUICKSTART,
+    "output_dir": "runs/quickstart_finetune",
+    "init_from": "runs/quickstart",
+    "data": {
+        **QUICKSTART["data"],
+        "train": [
+            {
+                **CORPUS,
+                "source": f"{_FINETUNE_CORPUS}/train.en",
+                "target": f"{_FINETUNE_CORPUS}/train.de",
+            }
+        ],
+        "dev": {
+            **CORPUS,
+            "source": f"{_FINETUNE_CORPUS}/dev.en",
+            "target": f"{_FINETUNE_CORPUS}/dev.de",
+        },
+        "vocab_size": 37000,  # the default, unused: the vocabulary is runs/quickstart's
+        "shuffle_buffer": 5000,
+    },
+    "schedule": {
+        **QUICKSTART["schedule"],
+        "train_steps": 300,
+        "warmup_steps": 50,
+        "learning_rate_scale": 0.2,
+        "eval_every_steps": 100,
+        "max_train_minutes": None,
+    },
+    "checkpoints": {**QUICKSTART["checkpoints"], "every_steps": 50},
+}
+
 # Wu et al. (2021)'s Transformer-tiny recipe on the prepared (lower-cased, tokenized) text.
 MULTI30K = {
     "output_dir": "runs/multi30k_en_de",
@@ -178,7 +213,14 @@ def _flatten(values, prefix=""):
     return flat
 
 
-@pytest.mark.parametrize("name, expected", [("quickstart", QUICKSTART), ("multi30k", MULTI30K)])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("quickstart", QUICKSTART),
+        ("quickstart_finetune", QUICKSTART_FINETUNE),
+        ("multi30k", MULTI30K),
+    ],
+)
 def test_recipe_file_resolves_to_the_written_out_settings(name, expected):
     assert_same_settings(TrainingConfig.from_file(REPO / "configs" / f"{name}.yaml"), expected)
 
@@ -205,6 +247,23 @@ def test_quickstart_pipeline_trains_the_recipe_file(tmp_path, monkeypatch, capsy
     # --steps scales the intervals as the file's proportions give them.
     short = quickstart.training_config(steps=900).schedule
     assert (short.train_steps, short.warmup_steps, short.eval_every_steps) == (900, 150, 225)
+
+
+def test_quickstart_finetune_pipeline_writes_the_corpus_where_the_recipe_reads_it(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    finetune = load_pipeline("quickstart_finetune")
+    assert finetune.main([]) == 0
+    printed = capsys.readouterr().out
+    data = QUICKSTART_FINETUNE["data"]
+    for corpus in (data["train"][0], data["dev"]):
+        assert f"{corpus['source']}  {corpus['target']}" in printed
+        assert os.path.isfile(corpus["source"]) and os.path.isfile(corpus["target"])
+    assert "keras-transformer train --config" in printed
+    english = (tmp_path / _FINETUNE_CORPUS / "train.en").read_text(encoding="utf-8")
+    assert " ago\n" in english and "for " in english  # spans of time, not the quickstart's
+    assert len(set(english.splitlines())) == 2000
 
 
 def test_multi30k_pipeline_trains_the_recipe_file():
@@ -365,8 +424,9 @@ OTHERS.update(
 )
 
 
-def test_the_recipes_are_the_nine_named_ones_and_one_more():
-    assert [path.stem for path in CONFIGS] == sorted(["quickstart", "multi30k", *OTHERS])
+def test_the_recipes_are_the_nine_named_ones_and_two_more():
+    expected = ["quickstart", "quickstart_finetune", "multi30k", *OTHERS]
+    assert [path.stem for path in CONFIGS] == sorted(expected)
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))

@@ -274,6 +274,69 @@ _GENERATORS = [
     (_time_pair, 0.15),
 ]
 
+# (English singular, English plural, German singular, German plural, German dative plural,
+# German gender): units of time whose German spelling needs only letters of the quickstart
+# corpus (no "Tag" or "Woche": it has no capital T or W).
+_TIME_UNITS = [
+    ("second", "seconds", "Sekunde", "Sekunden", "Sekunden", "f"),
+    ("minute", "minutes", "Minute", "Minuten", "Minuten", "f"),
+    ("hour", "hours", "Stunde", "Stunden", "Stunden", "f"),
+    ("month", "months", "Monat", "Monate", "Monaten", "m"),
+    ("year", "years", "Jahr", "Jahre", "Jahren", "n"),
+]
+# The indefinite article by case and gender.
+_DE_ONE = {
+    "nominative": {"m": "ein", "f": "eine", "n": "ein"},
+    "accusative": {"m": "einen", "f": "eine", "n": "ein"},
+    "dative": {"m": "einem", "f": "einer", "n": "einem"},
+}
+
+
+_DURATION_FORMS = {"alone": "nominative", "ago": "dative", "in": "dative", "for": "accusative"}
+
+
+def duration(count, unit, form="alone"):
+    """A span of time in English and German, in a phrase that sets its case: (3, "hour") ->
+    ("three hours", "drei Stunden"); "ago": "two years ago" -> "vor zwei Jahren" (dative);
+    "in": "in one hour" -> "in einer Stunde"; "for": "for one month" -> "einen Monat lang"
+    (accusative, and the word order changes).
+
+    Args:
+        count: 1 <= count < 1,000,000.
+        unit: "second", "minute", "hour", "month" or "year".
+        form: "alone", "ago", "in" or "for".
+    """
+    en_sg, en_pl, de_sg, de_pl, de_dat_pl, gender = next(u for u in _TIME_UNITS if u[0] == unit)
+    case = _DURATION_FORMS[form]
+    if count == 1:
+        english, german = f"one {en_sg}", f"{_DE_ONE[case][gender]} {de_sg}"
+    else:
+        german_unit = de_dat_pl if case == "dative" else de_pl
+        english, german = (
+            f"{english_cardinal(count)} {en_pl}",
+            f"{german_cardinal(count)} {german_unit}",
+        )
+    return {
+        "alone": (english, german),
+        "ago": (f"{english} ago", f"vor {german}"),
+        "in": (f"in {english}", f"in {german}"),
+        "for": (f"for {english}", f"{german} lang"),
+    }[form]
+
+
+def _duration_pair(rng):
+    unit = rng.choice(_TIME_UNITS)[0]
+    count = 1 if rng.random() < 0.2 else rng.randrange(2, rng.choice([10, 100, 1000]))
+    if count % 100 == 1 and count > 1:
+        # "hundertein" or "hunderteins Jahre": usage varies, so the corpus has neither.
+        count -= 1
+    return duration(count, unit, list(_DURATION_FORMS)[rng.randrange(4)])
+
+
+# The expressions of each domain, with their weights: "quickstart" is the quickstart's corpus;
+# "durations" is a domain it lacks, for fine-tuning its model (configs/quickstart_finetune.yaml).
+DOMAINS = {"quickstart": _GENERATORS, "durations": [(_duration_pair, 1.0)]}
+
 
 def _held_out_split(english, held_out_names):
     """Which held-out split owns a sentence (one in 10 per split, by a stable hash), or None:
@@ -283,7 +346,11 @@ def _held_out_split(english, held_out_names):
 
 
 def number_expressions_corpus(
-    seed=0, sizes=(("train", 20000), ("dev", 500), ("test", 500)), max_repeats=16, draws_per_line=4
+    seed=0,
+    sizes=(("train", 20000), ("dev", 500), ("test", 500)),
+    max_repeats=16,
+    draws_per_line=4,
+    domain="quickstart",
 ):
     """Generates splits of (English, German) pairs, deterministic for a seed.
 
@@ -310,12 +377,17 @@ def number_expressions_corpus(
             split.
         max_repeats: the most lines one training sentence gets (1: de-duplicated).
         draws_per_line: draws of a training sentence per line of it.
+        domain: the expressions drawn (`DOMAINS`): "quickstart", the four kinds above, or
+            "durations", spans of time ("two years ago" -> "vor zwei Jahren"), which the
+            quickstart corpus lacks.
 
     Returns:
         {split name: list of (english, german)}.
     """
+    if domain not in DOMAINS:
+        raise ValueError(f"domain {domain!r} is not one of {sorted(DOMAINS)}")
     rng = random.Random(seed)
-    generators, weights = zip(*_GENERATORS)
+    generators, weights = zip(*DOMAINS[domain])
     (train_name, train_size), *held_out_sizes = sizes
     held_out_names = [name for name, _ in held_out_sizes]
     wanted = {train_name: train_size, **dict(held_out_sizes)}
