@@ -11,6 +11,7 @@ the range.
 
 import contextlib
 import itertools
+import os
 import sys
 
 from keras_transformer.errors import UserInputError, not_utf8_message
@@ -191,11 +192,24 @@ def add_arguments(parser):
     group.add_argument("-i", "--input", metavar="FILE", help="source text (default: stdin)")
     group.add_argument("-o", "--output", metavar="FILE", help="translations (default: stdout)")
     group.add_argument(
+        "--alignments",
+        metavar="FILE",
+        help="also write each translation's word alignment to FILE, one line of Pharaoh "
+        "'i-j' pairs (source word i, target word j, 0-based) per output line; FILE must "
+        "not exist",
+    )
+    group.add_argument(
         "--n-best",
         type=int,
         default=1,
         metavar="N",
         help="write the N best translations per line as 'INDEX ||| TEXT ||| SCORE'",
+    )
+    group.add_argument(
+        "--prefix-file",
+        metavar="FILE",
+        help="target prefixes, one per input line (an empty line for none): each "
+        "translation starts with its line's prefix and the search finishes it",
     )
     group.add_argument(
         "--chunk-size",
@@ -260,15 +274,29 @@ def line_chunks(source, size, name="the input"):
 def run(args):
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
+    from keras_transformer.cli.prefix_file import check_prefix_file, prefix_chunks
+
+    prefix_count = check_prefix_file(args.prefix_file, args.input) if args.prefix_file else 0
+    _check_alignments_file(args)
     translator = translator_from_args(args, num_hypotheses=args.n_best)
     from keras_transformer.translation import input_lines
 
     index = 0
-    with open_input(args.input) as (source, name), open_output(args.output) as out:
+    with (
+        open_input(args.input) as (source, name),
+        prefix_chunks(args.prefix_file, args.chunk_size, prefix_count) as prefixes,
+        open_output(args.output) as out,
+        open_output(args.alignments) if args.alignments else contextlib.nullcontext() as links,
+    ):
         for chunk in line_chunks(source, args.chunk_size, name):
+            target_prefix = prefixes.take(chunk, index, name)
             with input_lines(name, index + 1):  # messages name the file's line numbers
-                results = translator.translate(chunk)
+                results = translator.translate(
+                    chunk, target_prefix=target_prefix, return_alignments=bool(args.alignments)
+                )
             for result in results:
+                if args.alignments:
+                    result = _write_alignments(links, result, args.n_best)
                 if args.n_best == 1:
                     out.write(result + "\n")
                 else:
@@ -276,4 +304,31 @@ def run(args):
                         out.write(f"{index} ||| {text} ||| {score:.4f}\n")
                 index += 1
             out.flush()
+        prefixes.finish(index, name)
     return 0
+
+
+def _check_alignments_file(args):
+    """An existing --alignments file is refused before any work: nothing is overwritten."""
+    if not args.alignments:
+        return
+    if os.path.exists(args.alignments):
+        raise UserInputError(
+            f"--alignments {args.alignments!r} exists already; remove it or give another FILE"
+        )
+    if args.output and os.path.abspath(args.output) == os.path.abspath(args.alignments):
+        raise UserInputError("--alignments and --output name the same file; give two files")
+
+
+def _write_alignments(links, result, n_best):
+    """Writes the Pharaoh line(s) of one input's result and returns the result without its
+    alignments, as `translate` gives it."""
+    from keras_transformer.decoding.alignment import to_pharaoh
+
+    if n_best == 1:
+        text, pairs = result
+        links.write(to_pharaoh(pairs) + "\n")
+        return text
+    for _, _, pairs in result:
+        links.write(to_pharaoh(pairs) + "\n")
+    return [(text, score) for text, score, _ in result]
