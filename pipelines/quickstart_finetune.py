@@ -1,9 +1,10 @@
 """Writes the in-domain corpus that configs/quickstart_finetune.yaml fine-tunes the quickstart
-model on: spans of time ("two years ago" -> "vor zwei Jahren", "for one month" -> "einen Monat
-lang"), a domain the quickstart corpus lacks, in disjoint train (2000 distinct sentences, about
-3000 lines), dev (300) and test (500) splits (keras_transformer/data/number_expressions.py,
-domain "durations"). The sentences use only letters of the quickstart corpus, since a
-fine-tuned model keeps its vocabulary.
+model on: spans of time ("two years and three months ago" -> "vor zwei Jahren und drei
+Monaten", "for one hour and five minutes" -> "eine Stunde und fünf Minuten lang"), a domain
+the quickstart corpus lacks, in disjoint train (2000 distinct sentences, 2084 lines), dev (300)
+and test (500) splits (keras_transformer/data/number_expressions.py, domain "durations"). The
+sentences use only letters of the quickstart corpus, since a fine-tuned model keeps its
+vocabulary.
 
     python pipelines/quickstart_finetune.py [--output-dir DIR]
 

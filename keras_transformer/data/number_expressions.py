@@ -293,29 +293,34 @@ _DE_ONE = {
 
 
 _DURATION_FORMS = {"alone": "nominative", "ago": "dative", "in": "dative", "for": "accusative"}
+# A larger unit and the next smaller one, with the most of the smaller one: "two years and
+# three months", "one hour and twenty minutes".
+_DURATION_PAIRS = [("year", "month", 11), ("hour", "minute", 59), ("minute", "second", 59)]
 
 
-def duration(count, unit, form="alone"):
-    """A span of time in English and German, in a phrase that sets its case: (3, "hour") ->
-    ("three hours", "drei Stunden"); "ago": "two years ago" -> "vor zwei Jahren" (dative);
-    "in": "in one hour" -> "in einer Stunde"; "for": "for one month" -> "einen Monat lang"
-    (accusative, and the word order changes).
+def duration(spans, form="alone"):
+    """A span of time in English and German, in a phrase that sets its case: [(2, "year"),
+    (3, "month")] -> ("two years and three months", "zwei Jahre und drei Monate"); "ago":
+    "one year and one month ago" -> "vor einem Jahr und einem Monat" (dative); "in": "in one
+    hour and five minutes" -> "in einer Stunde und fünf Minuten"; "for": "for one month" ->
+    "einen Monat lang" (accusative, and the word order changes).
 
     Args:
-        count: 1 <= count < 1,000,000.
-        unit: "second", "minute", "hour", "month" or "year".
+        spans: (count, unit) pairs, 1 <= count < 1,000,000, unit "second", "minute",
+            "hour", "month" or "year", joined by "and".
         form: "alone", "ago", "in" or "for".
     """
-    en_sg, en_pl, de_sg, de_pl, de_dat_pl, gender = next(u for u in _TIME_UNITS if u[0] == unit)
     case = _DURATION_FORMS[form]
-    if count == 1:
-        english, german = f"one {en_sg}", f"{_DE_ONE[case][gender]} {de_sg}"
-    else:
-        german_unit = de_dat_pl if case == "dative" else de_pl
-        english, german = (
-            f"{english_cardinal(count)} {en_pl}",
-            f"{german_cardinal(count)} {german_unit}",
-        )
+    english, german = [], []
+    for count, unit in spans:
+        en_sg, en_pl, de_sg, de_pl, de_dat_pl, gender = next(u for u in _TIME_UNITS if u[0] == unit)
+        if count == 1:
+            english.append(f"one {en_sg}")
+            german.append(f"{_DE_ONE[case][gender]} {de_sg}")
+        else:
+            english.append(f"{english_cardinal(count)} {en_pl}")
+            german.append(f"{german_cardinal(count)} {de_dat_pl if case == 'dative' else de_pl}")
+    english, german = " and ".join(english), " und ".join(german)
     return {
         "alone": (english, german),
         "ago": (f"{english} ago", f"vor {german}"),
@@ -325,12 +330,12 @@ def duration(count, unit, form="alone"):
 
 
 def _duration_pair(rng):
-    unit = rng.choice(_TIME_UNITS)[0]
-    count = 1 if rng.random() < 0.2 else rng.randrange(2, rng.choice([10, 100, 1000]))
-    if count % 100 == 1 and count > 1:
-        # "hundertein" or "hunderteins Jahre": usage varies, so the corpus has neither.
-        count -= 1
-    return duration(count, unit, list(_DURATION_FORMS)[rng.randrange(4)])
+    # Two units, not one: a German span of one unit is two or three words ("vor zwei
+    # Jahren"), too short for BLEU's 4-grams.
+    larger, smaller, most = rng.choice(_DURATION_PAIRS)
+    counts = [1 if rng.random() < 0.2 else rng.randint(2, top) for top in (99, most)]
+    form = list(_DURATION_FORMS)[rng.randrange(4)]
+    return duration(list(zip(counts, (larger, smaller))), form)
 
 
 # The expressions of each domain, with their weights: "quickstart" is the quickstart's corpus;
@@ -378,8 +383,8 @@ def number_expressions_corpus(
         max_repeats: the most lines one training sentence gets (1: de-duplicated).
         draws_per_line: draws of a training sentence per line of it.
         domain: the expressions drawn (`DOMAINS`): "quickstart", the four kinds above, or
-            "durations", spans of time ("two years ago" -> "vor zwei Jahren"), which the
-            quickstart corpus lacks.
+            "durations", spans of time ("two years and three months ago" -> "vor zwei Jahren
+            und drei Monaten"), which the quickstart corpus lacks.
 
     Returns:
         {split name: list of (english, german)}.
