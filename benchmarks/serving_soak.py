@@ -21,12 +21,25 @@ warm-up); resident memory (VmRSS) at the end less than 10% above its value after
 Prints p50/p99 latency per request and requests/s, and ends with one JSON line. Exit status 1
 if a check fails.
 
+`--latency` measures instead of soaking: for each batch size of `--batch-sizes` and each
+count of `--clients` (threads on the one session), every request of a measurement carries
+that many real sentences (`--source-file`, one a line) and the same `--beam-size` and
+`--alpha`; a measurement ends after `--requests` requests in all (at least 4 per client) or
+`--time-limit` seconds. Each row reports p50/p90/p99 latency of the served requests,
+requests/s and sentences/s, and the load average (`os.getloadavg()`) before and after it.
+`--reject-every N` makes every Nth request out of range (`beam_size=0`): it must fail with
+InvalidArgument and is counted under `rejected`, never in the latency. `--rounds` repeats
+the grid, measurements of every export (`--export` may be given more than once) and every
+cell taking turns, so that a shared machine's load falls on all of them alike.
+
 Without `--export`, a tiny export (d_model 32, 1 layer, 512 pieces, max_beam_size 4) is built
 first in a child process (which imports keras_transformer), so this process never does.
 
 Usage (from the repository root):
     python -m benchmarks.serving_soak                                # 8 threads x 1000 requests
     python -m benchmarks.serving_soak --export saved_models/quickstart/1 --requests 200
+    python -m benchmarks.serving_soak --latency --export saved_models/quickstart/1 \
+        --source-file runs/quickstart/corpus/test.en       # batch 1 and 8 x 1, 8, 32 clients
 """
 
 import argparse
@@ -172,34 +185,237 @@ class Server:
         return self.session.run(self.outputs, feed_dict=feed)
 
 
+def comma_separated_ints(text, name):
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        sys.exit(f"--{name} {text!r}: give positive integers separated by commas, e.g. 1,8")
+    return values
+
+
+def read_sources(path):
+    """The non-blank lines of `path` as UTF-8 bytes (what a client sends), else ORDINARY."""
+    if path is None:
+        return [text.encode() for text in ORDINARY]
+    with open(path, encoding="utf-8") as lines:
+        sources = [line.strip().encode() for line in lines if line.strip()]
+    if not sources:
+        sys.exit(f"--source-file {path}: no sentences in it (one a line)")
+    return sources
+
+
+def load_average():
+    return [round(value, 2) for value in os.getloadavg()]
+
+
+def latency_cell(server, sources, batch_size, clients, args):
+    """One measurement: `clients` threads send requests of `batch_size` sentences with one
+    beam and alpha until `args.requests` (at least 4 per client) have been sent; returns its
+    row. A request out of range (`--reject-every`) must fail and is counted apart."""
+    tf, lock = server.tf, threading.Lock()
+    planned = max(args.requests, 4 * clients)
+    settings = {"beam_size": args.beam_size, "alpha": args.alpha}
+    tickets = iter(range(planned))
+    latencies, counts, failures = [], {"rejected": 0, "sentences": 0}, []
+    deadline = time.time() + args.time_limit
+
+    def worker():
+        while time.time() < deadline:
+            with lock:
+                ticket = next(tickets, None)
+            if ticket is None:
+                return
+            start = ticket * batch_size
+            texts = [sources[(start + i) % len(sources)] for i in range(batch_size)]
+            reject = args.reject_every and (ticket + 1) % args.reject_every == 0
+            begin = time.perf_counter()
+            try:
+                out = server.predict(texts, {**settings, "beam_size": 0} if reject else settings)
+            except tf.errors.InvalidArgumentError as error:
+                with lock:
+                    if reject and "beam_size=" in error.message:
+                        counts["rejected"] += 1
+                    else:
+                        failures.append(error.message[:300])
+                continue
+            except Exception as error:  # noqa: BLE001 - every failure is counted
+                with lock:
+                    failures.append(f"{type(error).__name__}: {str(error)[:300]}")
+                continue
+            elapsed = time.perf_counter() - begin
+            with lock:
+                if reject:
+                    failures.append("beam_size=0 was served, expected InvalidArgument")
+                elif out["translation"].shape != (batch_size,):
+                    failures.append(f"{out['translation'].shape[0]} rows for {batch_size}")
+                else:
+                    latencies.append(elapsed)
+                    counts["sentences"] += batch_size
+
+    load_before, started = load_average(), time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    return latency_row(latencies, counts, failures, planned, wall, load_before)
+
+
+def latency_row(latencies, counts, failures, planned, wall, load_before):
+    """The figures of one measurement; the latency is over served requests only."""
+
+    def ms(q):
+        return round(1000 * percentile(latencies, q), 1) if latencies else None
+
+    sent = len(latencies) + counts["rejected"] + len(failures)
+    return {
+        "requests": sent,
+        "served": len(latencies),
+        "rejected": counts["rejected"],
+        "errors": len(failures),
+        "first_errors": failures[:3],
+        "latency_samples": len(latencies),
+        "min_ms": ms(0),
+        "p50_ms": ms(50),
+        "p90_ms": ms(90),
+        "p99_ms": ms(99),
+        "max_ms": ms(100),
+        "requests_per_s": round(len(latencies) / wall, 2),
+        "sentences_per_s": round(counts["sentences"] / wall, 2),
+        "seconds": round(wall, 2),
+        "stopped_by_time_limit": sent < planned,
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
+
+
+def measure_latency(args, exports, built):
+    """`--latency`: every export x batch size x clients, `--rounds` times, interleaved; prints
+    a table and one JSON line; 0 if no request failed unexpectedly."""
+    args.requests = 96 if args.requests is None else args.requests
+    args.time_limit = 120 if args.time_limit is None else args.time_limit
+    batch_sizes = comma_separated_ints(args.batch_sizes, "batch-sizes")
+    client_counts = comma_separated_ints(args.clients, "clients")
+    sources = read_sources(args.source_file)
+    load_start = load_average()
+    servers = [Server(path) for path in exports]
+    assert not any(m.startswith("keras_transformer") for m in sys.modules)
+    settings = {"beam_size": args.beam_size, "alpha": args.alpha}
+    for server in servers:  # warm-up: every batch size once, untimed
+        for batch_size in batch_sizes:
+            server.predict(sources[:batch_size], settings)
+    rows = []
+    for round_index in range(args.rounds):
+        for export, server in zip(exports, servers):
+            for batch_size in batch_sizes:
+                for clients in client_counts:
+                    row = latency_cell(server, sources, batch_size, clients, args)
+                    rows.append(
+                        {
+                            "export": "tiny (built)" if built else export,
+                            "round": round_index,
+                            "batch_size": batch_size,
+                            "beam_size": args.beam_size,
+                            "alpha": args.alpha,
+                            "clients": clients,
+                            **row,
+                        }
+                    )
+                    print(latency_line(rows[-1]), flush=True)
+    result = {
+        "benchmark": "serving_soak",
+        "mode": "latency",
+        "exports": ["tiny (built)"] if built else exports,
+        "source_file": args.source_file,
+        "sentences_in_pool": len(sources),
+        "rows": rows,
+        "load_start": load_start,
+        "load_end": load_average(),
+        **machine_record(["tensorflow", "tensorflow_text"]),
+    }
+    print(machine_line(result))
+    print(json.dumps(result))
+    return 0 if not any(row["errors"] for row in rows) else 1
+
+
+def latency_line(row):
+    return (
+        f"{row['export']} round {row['round']}: batch {row['batch_size']}, beam "
+        f"{row['beam_size']}, {row['clients']} clients: p50 {row['p50_ms']} ms, p99 "
+        f"{row['p99_ms']} ms, {row['requests_per_s']} requests/s, {row['sentences_per_s']} "
+        f"sentences/s ({row['served']} served, {row['rejected']} rejected, {row['errors']} "
+        f"errors); load {row['load_before'][0]} -> {row['load_after'][0]}"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--export", help="a SavedModel version directory (default: build one)")
+    parser.add_argument(
+        "--export",
+        action="append",
+        help="a SavedModel version directory (default: build one); --latency takes several",
+    )
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=1000, help="requests per thread")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        help="requests per thread (default 1000); --latency: per measurement (default 96)",
+    )
     parser.add_argument(
         "--time-limit",
         type=float,
-        default=1200,
-        help="stop sending after this many seconds (reported)",
+        help="stop sending after this many seconds (reported; default 1200, --latency: 120 "
+        "per measurement)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    latency = parser.add_argument_group("latency (--latency)")
+    latency.add_argument(
+        "--latency",
+        action="store_true",
+        help="measure latency at one batch size and beam per measurement instead of soaking",
+    )
+    latency.add_argument("--source-file", help="sentences, one a line (default: a few built in)")
+    latency.add_argument("--batch-sizes", default="1,8", help="comma-separated (default 1,8)")
+    latency.add_argument("--clients", default="1,8,32", help="concurrent clients (default 1,8,32)")
+    latency.add_argument("--beam-size", type=int, default=4)
+    latency.add_argument("--alpha", type=float, default=0.6)
+    latency.add_argument("--rounds", type=int, default=1, help="repeats of the whole grid")
+    latency.add_argument(
+        "--reject-every",
+        type=int,
+        default=0,
+        help="every Nth request out of range, counted apart from the latency (default: none)",
+    )
     parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build:
         build_export(args.build)
         return 0
+    if args.export and len(args.export) > 1 and not args.latency:
+        parser.error("--export: the soak takes one export; several are for --latency")
 
-    export, started = args.export, time.time()
-    workdir = None
-    if export is None:
+    started = time.time()
+    exports, workdir = args.export, None
+    if not exports:
         workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
         result = run_module("benchmarks.serving_soak", "--build", workdir.name)
         if result.returncode != 0:
             sys.exit(f"building the tiny export failed:\n{result.stderr[-3000:]}")
-        export = result.stdout.strip().splitlines()[-1]
+        exports = [result.stdout.strip().splitlines()[-1]]
     build_s = time.time() - started
+    if args.latency:
+        return measure_latency(args, exports, built=workdir is not None)
+    return soak(args, exports[0], workdir, build_s)
 
+
+def soak(args, export, workdir, build_s):
+    """The robustness soak: mixed batch sizes, settings and hostile texts; 0 if every check
+    passes."""
+    args.requests = 1000 if args.requests is None else args.requests
+    args.time_limit = 1200 if args.time_limit is None else args.time_limit
     server = Server(export)
     assert not any(m.startswith("keras_transformer") for m in sys.modules)
     tf = server.tf
