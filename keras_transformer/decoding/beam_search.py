@@ -61,7 +61,7 @@ def _tile_beams(values, beam_size):
 def _map_nest(fn, nest):
     if isinstance(nest, (tuple, list)):
         return type(nest)(_map_nest(fn, item) for item in nest)
-    return fn(nest)
+    return None if nest is None else fn(nest)
 
 
 class BeamSearch:
@@ -126,7 +126,11 @@ class BeamSearch:
             source_ids, decoder.pad_id, self.max_extra_length, decoder.max_length
         )
         lengths = cache_lengths(decoder, buffer_length)
-        static, dynamic = decoder.initial_state(_tile_beams(source_ids, k), lengths[0])
+        # Each sentence is encoded once and its state copied to its k beams: encoding the
+        # tiled source would run the encoder (and the cross-attention projections) k times.
+        static, dynamic = _map_nest(
+            lambda value: _tile_beams(value, k), decoder.initial_state(source_ids, lengths[0])
+        )
         positions = ops.arange(buffer_length)
         candidate_ranks = ops.arange(2 * k)[None, :]
         cap_penalty = length_penalty(caps, self.alpha)[:, None]  # [batch, 1]
