@@ -37,19 +37,21 @@ from keras import ops
 DEFAULT_LAYER_INDEX = -1
 
 WORD_MARK = "\u2581"
-# Piece classes of `piece_classes`.
-NO_TEXT, CONTINUES_WORD, STARTS_WORD = 0, 1, 2
+# Piece classes of `piece_classes`. OWN_WORD: unk (and ids past the vocabulary), which
+# SentencePiece decodes as " ⁇ ", a word of its own in a translation.
+NO_TEXT, CONTINUES_WORD, STARTS_WORD, OWN_WORD = 0, 1, 2, 3
 
 
 def piece_classes(vocabulary, size=None):
     """An int32 array `[size]`: for each piece id, `STARTS_WORD` (text after a leading "▁"),
-    `CONTINUES_WORD` (text without one) or `NO_TEXT` (control pieces, a lone "▁").
+    `CONTINUES_WORD` (text without one, byte pieces), `NO_TEXT` (control pieces, a lone
+    "▁") or `OWN_WORD` (unk).
 
     Args:
         vocabulary: a `SubwordVocabulary` (or anything with a SentencePiece `processor`, or
             `id_to_piece(id)`).
         size: the number of ids (default: the vocabulary's size); ids past the vocabulary's
-            pieces (a model with padded rows) read as `CONTINUES_WORD`, as unk does.
+            pieces (a model with padded rows) read as `OWN_WORD`, as unk: decoding gives unk.
     """
     processor = getattr(vocabulary, "processor", vocabulary)
     if not hasattr(processor, "id_to_piece"):
@@ -59,29 +61,49 @@ def piece_classes(vocabulary, size=None):
         )
     pieces = processor.get_piece_size()
     size = pieces if size is None else size
-    classes = np.full([size], CONTINUES_WORD, "int32")
+    classes = np.full([size], OWN_WORD, "int32")
     for piece_id in range(min(size, pieces)):
         piece = processor.id_to_piece(piece_id)
+        if processor.is_unknown(piece_id):
+            continue
         if processor.is_control(piece_id) or not piece.strip(WORD_MARK):
             classes[piece_id] = NO_TEXT
         elif piece.startswith(WORD_MARK):
             classes[piece_id] = STARTS_WORD
+        else:
+            classes[piece_id] = CONTINUES_WORD
     return classes
 
 
-def word_indices(classes):
+def word_indices(classes, own_words=False):
     """Word index of each piece `[batch, length]` from its class (`piece_classes` gathered
     by id), -1 for pieces of no word. A piece after a lone "▁" also starts a word, and the
-    first piece with text is in word 0 even without a "▁" (a sentence starting mid-word)."""
+    first piece with text is in word 0 even without a "▁" (a sentence starting mid-word).
+
+    Args:
+        classes: `[batch, length]` int32.
+        own_words: True for a translation, whose unk pieces are words of their own in the
+            decoded text (" ⁇ "); False for a source, where unk stands for characters of the
+            word it is in.
+    """
     classes = ops.convert_to_tensor(classes, "int32")
+    if own_words:
+        # An unk starts a word, and so does the piece after it.
+        previous = ops.pad(classes[:, :-1], [[0, 0], [1, 0]], constant_values=NO_TEXT)
+        after_own = ops.logical_and(ops.equal(previous, OWN_WORD), ops.not_equal(classes, NO_TEXT))
+        classes = ops.where(
+            ops.logical_or(ops.equal(classes, OWN_WORD), after_own), STARTS_WORD, classes
+        )
+    else:
+        classes = ops.where(ops.equal(classes, OWN_WORD), CONTINUES_WORD, classes)
     has_text = ops.not_equal(classes, NO_TEXT)
+    # After no text (the sentence's start, a lone "▁") a piece starts a word, marked or not;
+    # eos and pad come last, with no text after them.
     previous = ops.pad(classes[:, :-1], [[0, 0], [1, 0]], constant_values=NO_TEXT)
-    # A lone "▁" is NO_TEXT and not padding: only inside a sentence can it precede text.
-    after_space = ops.logical_and(
-        ops.equal(previous, NO_TEXT), ops.greater(ops.cumsum(ops.cast(has_text, "int32"), 1), 1)
+    starts = ops.logical_and(
+        has_text, ops.logical_or(ops.equal(classes, STARTS_WORD), ops.equal(previous, NO_TEXT))
     )
-    starts = ops.logical_and(has_text, ops.logical_or(ops.equal(classes, STARTS_WORD), after_space))
-    index = ops.maximum(ops.cumsum(ops.cast(starts, "int32"), axis=1) - 1, 0)
+    index = ops.cumsum(ops.cast(starts, "int32"), axis=1) - 1
     return ops.where(has_text, index, -1)
 
 
@@ -167,7 +189,7 @@ def align_ids(model, classes, source_ids, target_ids, layer_index=None, head=Non
     target_ids = ops.convert_to_tensor(target_ids, "int32")
     weights = cross_attention(model, source_ids, target_ids, layer_index, head)
     source_words = word_indices(ops.take(classes, source_ids, axis=0))
-    target_words = word_indices(ops.take(classes, target_ids, axis=0))
+    target_words = word_indices(ops.take(classes, target_ids, axis=0), own_words=True)
     source_word, valid = word_alignment(weights, source_words, target_words)
     source_word = ops.convert_to_numpy(source_word)
     valid = ops.convert_to_numpy(valid)
