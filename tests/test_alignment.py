@@ -20,7 +20,13 @@ from keras_transformer.decoding.alignment import (
     word_indices,
 )
 from keras_transformer.translation import Translator
-from tests._decoding_fixtures import EOS, PAD, tiny_model, train_char_vocabulary
+from tests._decoding_fixtures import (
+    EOS,
+    PAD,
+    tiny_copy_run_folder,
+    tiny_model,
+    train_char_vocabulary,
+)
 
 S, C, N, U = STARTS_WORD, CONTINUES_WORD, NO_TEXT, OWN_WORD
 
@@ -295,3 +301,58 @@ def test_translate_aligns_a_reversal_models_output(reversal_model, tmp_path):
         for text, (translation, _) in zip(texts, results)
     ]
     assert alignment.align_pairs(reversal_model, classes, pairs) == [links for _, links in results]
+
+
+# -- keras-transformer translate --alignments ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory):
+    return tiny_copy_run_folder(tmp_path_factory)
+
+
+def _cli(*args):
+    from keras_transformer.cli import main
+
+    return main(["translate", *args])
+
+
+def test_cli_writes_one_pharaoh_line_per_output_line(run_folder, tmp_path):
+    texts = ["the cat sat", "", "a dog walks"]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    settings = ["--max-extra-length", "4"]
+    for n_best in (1, 2):
+        output, links = tmp_path / f"out{n_best}.txt", tmp_path / f"links{n_best}.txt"
+        common = ["--model", str(run_folder), "-i", str(source), "-o", str(output)]
+        assert _cli(*common, "--alignments", str(links), "--n-best", str(n_best), *settings) == 0
+        translator = Translator.load(str(run_folder), max_extra_length=4, num_hypotheses=n_best)
+        expected = translator.translate(texts, return_alignments=True)
+        if n_best == 1:
+            lines = [alignment.to_pharaoh(pairs) for _, pairs in expected]
+        else:
+            lines = [alignment.to_pharaoh(p) for hyps in expected for _, _, p in hyps]
+        found = links.read_text(encoding="utf-8").split("\n")
+        assert found == [*lines, ""]
+        assert len(found) == len(output.read_text(encoding="utf-8").split("\n"))
+
+
+def test_cli_refuses_an_existing_alignments_file(run_folder, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("a dog\n", encoding="utf-8")
+    links, output = tmp_path / "links.txt", tmp_path / "out.txt"
+    links.write_text("kept\n", encoding="utf-8")
+    args = ["--model", str(run_folder), "-i", str(source), "-o", str(output)]
+    assert _cli(*args, "--alignments", str(links)) != 0
+    assert "--alignments" in capsys.readouterr().err
+    assert links.read_text(encoding="utf-8") == "kept\n" and not output.exists()
+    assert _cli(*args, "--alignments", str(output)) != 0
+    assert "same file" in capsys.readouterr().err
+
+
+def test_cli_writes_no_alignments_file_when_the_run_fails(run_folder, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"a dog\n\xff\n")
+    links = tmp_path / "links.txt"
+    assert _cli("--model", str(run_folder), "-i", str(source), "--alignments", str(links)) != 0
+    assert not links.exists()
