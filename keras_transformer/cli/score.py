@@ -56,6 +56,13 @@ def add_arguments(parser):
     group.add_argument("-o", "--output", metavar="FILE", help="scores (default: stdout)")
     group.add_argument("--batch-size", type=int, default=32, help="sentence pairs per batch")
     group.add_argument(
+        "--batch-tokens",
+        type=int,
+        metavar="N",
+        help="batch pairs of similar length up to N padded tokens (pairs x longest side) "
+        "instead of --batch-size pairs (which stays the most)",
+    )
+    group.add_argument(
         "--chunk-size",
         type=int,
         default=1024,
@@ -87,6 +94,11 @@ def run(args):
         raise UserInputError("--batch-size must be at least 1")
     if args.chunk_size < 1:
         raise UserInputError("--chunk-size must be at least 1")
+    from keras_transformer.decoding.settings import check_decoding_settings
+
+    check_decoding_settings(
+        batch_tokens=args.batch_tokens, labels={"batch_tokens": "--batch-tokens"}
+    )
     sources, targets = count_lines(args.source), count_lines(args.target)
     if sources != targets:
         raise UserInputError(
@@ -104,6 +116,7 @@ def run(args):
         vocabulary=args.vocab,
         average_last=args.average_last,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         on_too_long=args.on_too_long,
         compile=not args.no_compile,
         ensemble_combine=args.ensemble_combine,
