@@ -21,10 +21,20 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
   and the same settings; outputs `output_ids` `[batch, n, length]` int32 (eos-terminated,
   0-padded), `output_lengths` `[batch, n]` int32, `scores` `[batch, n]` float. Core TF ops
   only, for clients that tokenize themselves.
+- `translate_with_prefix`: `text` and `target_prefix` `[batch]` string ("" for no prefix),
+  and the same settings with the same defaults; the outputs of `serving_default`, every
+  hypothesis starting with its prefix's target tokens. A signature of its own because TF
+  Serving's REST API needs every input of the signature it calls: an input added to
+  `serving_default` would break every REST request that leaves it out.
 - `score_pairs`: `source` and `target` `[batch]` string; output `score` `[batch]` float32,
   log P(target | source) of the given translations by teacher forcing (the sum over the
   target's tokens, eos included), as `Translator.score` and `keras-transformer score`. The
   `score` of `serving_default` stays the beam's length-penalised score of its own output.
+- `translate_with_alignments`: `text` `[batch]` string and `beam_size`, `alpha`,
+  `max_extra_length` (same defaults); outputs `translation` `[batch]` string and `score`
+  `[batch]` float (the best hypothesis, as `serving_default`'s) and `alignment` `[batch]`
+  string, its word alignment as Pharaoh pairs `"i-j ..."`
+  (`keras_transformer.export.alignments`, as `translate(..., return_alignments=True)`).
 - Sampling (`--search sample`, `top_k`, `top_p`, `temperature`) is not exported: the
   SavedModel searches with beam search only.
 
@@ -94,7 +104,9 @@ def export_saved_model(
     import keras
 
     from keras_transformer.data.vocabulary import load_vocabulary
+    from keras_transformer.decoding.alignment import piece_classes
     from keras_transformer.decoding.settings import check_decoding_settings
+    from keras_transformer.export import alignments
     from keras_transformer.export.signatures import ServingFunctions
 
     if keras.backend.backend() != "tensorflow":
@@ -168,7 +180,21 @@ def export_saved_model(
             input_signature=functions.text_signature()[:1],
         )
         archive.add_endpoint(
+            "translate_with_prefix",
+            functions.translate_with_prefix,
+            input_signature=functions.prefix_signature(),
+        )
+        archive.add_endpoint(
             "score_pairs", functions.score_pairs, input_signature=functions.pair_signature()
+        )
+        archive.add_endpoint(
+            "translate_with_alignments",
+            alignments.translate_with_alignments(
+                functions,
+                translate_ids,
+                piece_classes(vocabulary, model.config.vocab_size),
+            ),
+            input_signature=alignments.alignment_signature(),
         )
         archive.write_out(str(staging_dir), verbose=False)
         extra = staging_dir / "assets.extra"

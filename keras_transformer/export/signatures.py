@@ -89,6 +89,45 @@ class ServingFunctions:
 
         return translate_ids
 
+    def prefix_signature(self):
+        return [
+            tf.TensorSpec([None], tf.string, name="text"),
+            tf.TensorSpec([None], tf.string, name="target_prefix"),
+            *self._settings_signature(),
+        ]
+
+    @property
+    def translate_with_prefix(self):
+        """`translate_with_prefix`: `serving_default` with a `target_prefix` per text ("" for
+        none) that every hypothesis starts with (`keras_transformer.decoding.prefix`). A
+        signature of its own: TF Serving's REST API needs every input of a signature, so an
+        input added to `serving_default` would break the requests that leave it out."""
+        d = self.defaults
+
+        def translate_with_prefix(
+            text,
+            target_prefix,
+            beam_size=d["beam_size"],
+            alpha=d["alpha"],
+            max_extra_length=d["max_extra_length"],
+            num_hypotheses=d["num_hypotheses"],
+        ):
+            text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+            target_prefix = tf.reshape(tf.convert_to_tensor(target_prefix, tf.string), [-1])
+            same_size = tf.debugging.assert_equal(
+                tf.shape(text),
+                tf.shape(target_prefix),
+                message="translate_with_prefix needs one target_prefix per text",
+            )
+            with tf.control_dependencies([same_size]):
+                prefix_ids = self.encode_prefix(target_prefix)
+            ids, _, scores = self._search(
+                self.encode(text), beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids
+            )
+            return self._text_outputs(text, ids, scores)
+
+        return translate_with_prefix
+
     def pair_signature(self):
         return [
             tf.TensorSpec([None], tf.string, name="source"),
@@ -135,6 +174,12 @@ class ServingFunctions:
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return with_eos.to_tensor(default_value=self.config.pad_id)
+
+    def encode_prefix(self, text):
+        """`[batch]` strings -> `[batch, length]` target prefix ids: pieces, then pad (no eos);
+        "" gives a row of pads, no prefix. A prefix is cut at the output length cap."""
+        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
+        return pieces.to_tensor(default_value=self.config.pad_id)
 
     def encode_target(self, text):
         """`[batch]` strings -> `[batch, length]` labels: pieces, eos, then pad; a target of
@@ -192,7 +237,9 @@ class ServingFunctions:
         with tf.control_dependencies(checks):
             return [tf.identity(value) for value in values.values()]
 
-    def _search(self, source_ids, beam_size, alpha, max_extra_length, num_hypotheses):
+    def _search(
+        self, source_ids, beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids=None
+    ):
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         beam_size, alpha, max_extra_length, num_hypotheses = self.check_settings(
             beam_size, alpha, max_extra_length, num_hypotheses
@@ -204,7 +251,7 @@ class ServingFunctions:
                 alpha=alpha,
                 max_extra_length=max_extra_length,
                 num_hypotheses=width,
-            )(self.model, source_ids)
+            )(self.model, source_ids, prefix_ids)
             # Pad the hypothesis axis to the widest beam: every branch has one shape.
             missing = self.max_beam_size - width
             ids = tf.pad(
@@ -233,7 +280,10 @@ class ServingFunctions:
     ):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         found = translate_ids(self.encode(text), beam_size, alpha, max_extra_length, num_hypotheses)
-        ids, scores = found["output_ids"], found["scores"]
+        return self._text_outputs(text, found["output_ids"], found["scores"])
+
+    def _text_outputs(self, text, ids, scores):
+        """The text signatures' outputs for `text` `[batch]` and its hypotheses' ids."""
         translations = self.decode(ids)
         # Empty or blank input translates to empty output, as translate() does.
         blank = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
