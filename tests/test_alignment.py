@@ -199,7 +199,7 @@ def reversal_model():
     n-1-j, and with one layer its cross-attention must fetch that word."""
     keras.utils.set_random_seed(0)
     config = TransformerConfig(
-        vocab_size=16, num_layers=1, d_model=32, d_ff=64, num_heads=4, max_length=8, dropout=0.0
+        vocab_size=14, num_layers=1, d_model=32, d_ff=64, num_heads=4, max_length=8, dropout=0.0
     )
     model = build_model(config)
     sources, targets = _reversal_pairs(np.random.default_rng(0), 4096)
@@ -221,7 +221,7 @@ def reversal_model():
 
 def test_a_trained_reversal_model_aligns_each_word_to_its_source(reversal_model):
     sources, targets = _reversal_pairs(np.random.default_rng(1), 50)
-    classes = np.full([16], STARTS_WORD, "int32")
+    classes = np.full([14], STARTS_WORD, "int32")
     classes[[0, 1, 2, 3]] = NO_TEXT
     found = alignment.align_pairs(reversal_model, classes, list(zip(sources, targets)))
     gold = [{(len(s) - 2 - j, j) for j in range(len(s) - 1)} for s in sources]
@@ -295,7 +295,7 @@ def test_translate_aligns_a_reversal_models_output(reversal_model, tmp_path):
     assert alignment_error_rate(hypotheses, gold) < 0.2
     # The Pharaoh pairs are those of the output's own ids, found by teacher forcing.
     vocabulary = translator.vocabulary
-    classes = alignment.piece_classes(vocabulary, 16)
+    classes = alignment.piece_classes(vocabulary, 14)
     pairs = [
         (vocabulary.encode(text) + [EOS], vocabulary.encode(translation) + [EOS])
         for text, (translation, _) in zip(texts, results)
@@ -356,3 +356,38 @@ def test_cli_writes_no_alignments_file_when_the_run_fails(run_folder, tmp_path):
     links = tmp_path / "links.txt"
     assert _cli("--model", str(run_folder), "-i", str(source), "--alignments", str(links)) != 0
     assert not links.exists()
+
+
+# -- the SavedModel's translate_with_alignments ----------------------------------------------
+
+
+def test_saved_model_serves_alignments_as_translate_gives_them(reversal_model, tmp_path):
+    import tensorflow as tf
+
+    from keras_transformer.export import export_saved_model
+
+    vocabulary = _word_vocabulary(tmp_path)
+    settings = dict(beam_size=2, alpha=0.6, max_extra_length=4)
+    path = export_saved_model(
+        reversal_model,
+        vocabulary,
+        "reverse",
+        base_dir=tmp_path / "saved",
+        max_beam_size=2,
+        **settings,
+    )
+    # TensorFlow's own loader, without our code's help (as TF Serving would).
+    serve = tf.saved_model.load(str(path)).signatures["translate_with_alignments"]
+    inputs = dict(beam_size=tf.constant(2), alpha=tf.constant(0.6), max_extra_length=tf.constant(4))
+    texts = ["alpha bravo charlie", "", "delta echo foxtrot golf", "  ", "hotel india"]
+    found = serve(text=tf.constant(texts), **inputs)
+    expected = Translator(reversal_model, vocabulary, **settings).translate(
+        texts, return_alignments=True
+    )
+    translations = [t.decode("utf-8") for t in found["translation"].numpy()]
+    assert translations == [text for text, _ in expected]
+    links = [t.decode("utf-8") for t in found["alignment"].numpy()]
+    assert links == [alignment.to_pharaoh(pairs) for _, pairs in expected]
+    assert links[0] and links[1] == "" and links[3] == ""
+    empty = serve(text=tf.constant([], tf.string), **inputs)
+    assert empty["alignment"].shape == (0,) and empty["translation"].shape == (0,)
