@@ -262,3 +262,36 @@ def align_pairs(model, classes, pairs, batch_size=32, pad_id=0, layer_index=None
         for k, links in zip(indices, align_ids(model, classes, *batch, layer_index, head)):
             results[k] = links
     return results
+
+
+def align_texts(model, vocabulary, sources, targets, layer_index=None, head=None, batch_size=32):
+    """Pharaoh pairs of given translations (forced alignment): one list of `(i, j)` per
+    (source, target) pair, with the words of the texts as given (whitespace-separated).
+
+    Args:
+        model: a `Transformer`, an `IncrementalDecoder` or an `EnsembleDecoder`.
+        vocabulary: the model's `SubwordVocabulary` (or its `.model` path).
+        sources, targets: lists of strings, one target per source.
+        layer_index, head: as `cross_attention`.
+        batch_size: pairs per teacher-forced pass.
+
+    Example:
+    >>> align_texts(model, "runs/quickstart/vocab.model", ["one red dog"], ["ein roter Hund"])
+    [[(0, 0), (1, 1), (2, 2)]]
+    """
+    from keras_transformer.data.vocabulary import load_vocabulary
+
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets: give one each")
+    vocabulary = load_vocabulary(vocabulary)
+    from keras_transformer.decoding.scoring import _members
+
+    config = _members(model)[0][0].config
+    classes = piece_classes(vocabulary, config.vocab_size)
+    pairs = [
+        (vocabulary.encode(source) + [config.eos_id], vocabulary.encode(target) + [config.eos_id])
+        for source, target in zip(sources, targets)
+    ]
+    return align_pairs(
+        model, classes, pairs, batch_size, config.pad_id, layer_index=layer_index, head=head
+    )
