@@ -275,3 +275,118 @@ def test_cli_prefix_file_with_another_line_count_is_one_error(
                      "--prefix-file", str(prefix_file)]) == 2  # fmt: skip
         assert f"has 2 lines but the input stdin has {counts};" in capsys.readouterr().err
         assert output.read_text(encoding="utf-8") == "an earlier result\n"
+
+
+# -- SavedModel -----------------------------------------------------------------------------
+
+SERVED_TEXTS = ["the cat sat", "a dog", "", "hello", "it rains"]
+SERVED_PREFIXES = ["dog s", "", "hello", "wr", ""]
+SERVING_DEFAULTS = dict(beam_size=2, alpha=0.6, max_extra_length=6)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, vocabulary_path, char_model):
+    tf = pytest.importorskip("tensorflow")
+    from keras_transformer.export import export_saved_model
+
+    path = export_saved_model(
+        char_model,
+        vocabulary_path,
+        "prefixes",
+        base_dir=tmp_path_factory.mktemp("export"),
+        max_beam_size=2,
+        **SERVING_DEFAULTS,
+    )
+    return path, tf.saved_model.load(str(path))
+
+
+def test_signature_translations_start_with_the_prefix_as_translate_does(
+    exported, vocabulary_path, char_model
+):
+    import tensorflow as tf
+
+    _, loaded = exported
+    signature = loaded.signatures["translate_with_prefix"]
+    outputs = signature(
+        text=tf.constant(SERVED_TEXTS),
+        target_prefix=tf.constant(SERVED_PREFIXES),
+        beam_size=tf.constant(2),
+        alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(6),
+        num_hypotheses=tf.constant(2),
+    )
+    served = [[t.decode() for t in row] for row in outputs["nbest_translations"].numpy()]
+    translator = Translator(char_model, vocabulary_path, num_hypotheses=2, **SERVING_DEFAULTS)
+    expected = translator.translate(SERVED_TEXTS, target_prefix=SERVED_PREFIXES)
+    for text, prefix, row, hypotheses in zip(SERVED_TEXTS, SERVED_PREFIXES, served, expected):
+        assert row == [t for t, _ in hypotheses] + [""] * (2 - len(hypotheses))
+        assert all(t.startswith(prefix) for t in row) or not text
+    for scores, hypotheses in zip(outputs["nbest_scores"].numpy(), expected):
+        np.testing.assert_allclose(
+            scores[: len(hypotheses)], [score for _, score in hypotheses], atol=1e-4
+        )
+    # Empty prefixes: what serving_default gives.
+    plain = loaded.signatures["serving_default"](
+        text=tf.constant(SERVED_TEXTS),
+        beam_size=tf.constant(2),
+        alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(6),
+        num_hypotheses=tf.constant(1),
+    )
+    unforced = signature(
+        text=tf.constant(SERVED_TEXTS),
+        target_prefix=tf.constant([""] * len(SERVED_TEXTS)),
+        beam_size=tf.constant(2),
+        alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(6),
+        num_hypotheses=tf.constant(1),
+    )
+    for key in ("translation", "score"):
+        np.testing.assert_array_equal(plain[key].numpy(), unforced[key].numpy())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one target_prefix per text"):
+        signature(
+            text=tf.constant(["a dog", "hello"]),
+            target_prefix=tf.constant(["a"]),
+            beam_size=tf.constant(2),
+            alpha=tf.constant(0.6),
+            max_extra_length=tf.constant(6),
+            num_hypotheses=tf.constant(1),
+        )
+
+
+def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
+    exported, vocabulary_path, char_model
+):
+    """As TF Serving runs a gRPC request that sends `text` and `target_prefix` only: the TF1
+    session loader, the settings from the SignatureDef's defaults."""
+    import tensorflow as tf
+
+    path, _ = exported
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+        signature = meta.signature_def["translate_with_prefix"]
+        assert sorted(signature.defaults) == [
+            "alpha",
+            "beam_size",
+            "max_extra_length",
+            "num_hypotheses",
+        ]
+        feed = {
+            signature.inputs["text"].name: SERVED_TEXTS,
+            signature.inputs["target_prefix"].name: SERVED_PREFIXES,
+        }
+        for key in signature.defaults:
+            feed[signature.inputs[key].name] = tf.make_ndarray(signature.defaults[key])
+        served = session.run(signature.outputs["translation"].name, feed_dict=feed)
+        # serving_default keeps its inputs: requests that worked before work unchanged.
+        assert sorted(meta.signature_def["serving_default"].inputs) == [
+            "alpha",
+            "beam_size",
+            "max_extra_length",
+            "num_hypotheses",
+            "text",
+        ]
+    translator = Translator(char_model, vocabulary_path, **SERVING_DEFAULTS)
+    expected = translator.translate(SERVED_TEXTS, target_prefix=SERVED_PREFIXES)
+    assert [t.decode() for t in served] == expected
+    assert expected[0].startswith("dog s") and expected[3].startswith("wr")
