@@ -6,7 +6,8 @@ written in input order, one translation per line; an empty line gives an empty l
 layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
 `--max-extra-length`, `--n-best`, `--top-p`, `--batch-tokens`; see
 `keras_transformer.decoding.settings`) stops with one line that names the flag, the value and
-the range.
+the range. `--prefix-file` gives each line a target prefix that its translations start with
+(`keras_transformer.cli.prefix_file`).
 """
 
 import contextlib
