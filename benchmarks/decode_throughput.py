@@ -27,6 +27,7 @@ Usage (from the repository root):
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -34,6 +35,7 @@ import time
 import numpy as np
 
 from benchmarks.common import (
+    ROOT,
     best_seconds,
     importable_peers,
     machine_line,
@@ -47,7 +49,7 @@ CONFIGS = {
     "small": dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4),
     "base": dict(num_layers=6, d_model=512, d_ff=2048, num_heads=8),
 }
-PEERS = ("ours", "nocache", "kerashub", "ct2")
+PEERS = ("ours", "nocache", "kerashub", "ct2", "savedmodel")
 PEER_MODULES = {"kerashub": "keras_hub", "ct2": "ctranslate2"}
 
 
@@ -228,6 +230,28 @@ def ctranslate2_agrees_with_ours(model, translator, tokens, sources, steps=10):
     return matches / sum(len(r) for r in theirs)
 
 
+def source_commit():
+    """The checked-out commit, with "+changes" when the measured code (the library or the
+    benchmarks) differs from it; None outside a git checkout."""
+    import subprocess
+
+    def git(*command):
+        return subprocess.run(
+            ["git", *command], capture_output=True, text=True, check=False, cwd=ROOT
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return None
+    return commit + (
+        "+changes"
+        if git(
+            "status", "--porcelain", "--untracked-files=no", "--", "keras_transformer", "benchmarks"
+        )
+        else ""
+    )
+
+
 # -- timing ----------------------------------------------------------------------------------
 
 
@@ -252,90 +276,398 @@ def time_it(run, sources, repeats):
     return best_seconds(lambda: run(sources), repeats=repeats, warmup=0, wait=wait_for), first
 
 
+# -- a trained model on real text ---------------------------------------------------------------
+
+# Both length penalties agree only at alpha 0 (CTranslate2 divides by length^alpha, ours by
+# GNMT's ((5 + length) / 6)^alpha): the comparison runs there, ours also at the paper's 0.6.
+COMPARED_ALPHA = 0.0
+PAPER_ALPHA = 0.6
+MAX_EXTRA_LENGTH = 50  # output cap: source length (eos included) + 50, at most max_length
+# Our side's model in each precision: precision -> function(model) -> the model to decode with.
+# A precision not listed here gets CTranslate2 rows only (listed under "skipped_rows").
+OUR_PRECISIONS = {"fp32": lambda model: model}
+CT2_COMPUTE_TYPES = {"fp32": ("float32", None), "int8": ("int8", "int8")}  # (compute, stored)
+PREPROCESSING = ("none", "lowercase+moses")
+MIN_IDENTICAL = 0.98  # under this share the CTranslate2 conversion or the search differs
+
+
+def read_source_lines(path, count, preprocessing="none"):
+    """The first `count` non-blank lines of a plain or gzipped file, prepared as the model's
+    training text was (`lowercase+moses`: as `pipelines/multi30k.py` prepares Multi30k)."""
+    from keras_transformer.data.corpora import read_lines
+
+    lines = []
+    for raw in read_lines(path):
+        line = raw.decode("utf-8")
+        if line.strip():
+            lines.append(line)
+        if len(lines) == count:
+            break
+    if preprocessing == "lowercase+moses":
+        from sacremoses import MosesTokenizer
+
+        tokenizer = MosesTokenizer(lang="en")
+        lines = [tokenizer.tokenize(line.lower(), return_str=True, escape=False) for line in lines]
+    return lines
+
+
+def identical_share(outputs, reference):
+    """The share of positions where `outputs` equals `reference` (same sentences, in order).
+
+    >>> identical_share(["a", "b", "c", "d"], ["a", "b", "x", "d"])
+    0.75
+    """
+    if len(outputs) != len(reference):
+        raise ValueError(f"{len(outputs)} outputs against {len(reference)} references")
+    return sum(a == b for a, b in zip(outputs, reference)) / max(len(reference), 1)
+
+
+def percentile_ms(seconds, q):
+    return round(1000 * float(np.percentile(seconds, q)), 2)
+
+
+class TrainedSides:
+    """Every decoder of the trained comparison as `translate(lines) -> texts`, text in and
+    text out (SentencePiece included on every side), on the same weights and settings."""
+
+    def __init__(self, run, beam_size, directory, saved_model_path=None):
+        from keras_transformer import Translator
+
+        self.beam_size = beam_size
+        self.directory = directory
+        self.saved_model_path = saved_model_path  # an export of `run`, or None: export here
+        self.translators = {
+            alpha: Translator.load(
+                run, beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA_LENGTH
+            )
+            for alpha in (COMPARED_ALPHA, PAPER_ALPHA)
+        }
+        self.model = self.translators[COMPARED_ALPHA].model
+        self.vocabulary = self.translators[COMPARED_ALPHA].vocabulary
+        self.max_length = self.model.config.max_length
+        self.eos_id = self.model.config.eos_id
+
+    def ours(self, precision, alpha, batch_size):
+        from keras_transformer import Translator
+
+        base = self.translators.get(alpha if precision == "fp32" else (precision, alpha))
+        if base is None:
+            base = Translator(
+                OUR_PRECISIONS[precision](self.model),
+                self.vocabulary,
+                beam_size=self.beam_size,
+                alpha=alpha,
+                max_extra_length=MAX_EXTRA_LENGTH,
+            )
+            self.translators[(precision, alpha)] = base
+        base.batch_size = batch_size  # each call gets batches of this size, length-sorted
+        return base.translate
+
+    def saved_model(self, batch_size):
+        """The export's `serving_default` called as TF Serving calls it: one request per
+        batch of `batch_size` texts with every setting as a tensor. The client sorts the
+        texts by length first, as our Translator and CTranslate2 do inside."""
+        import tensorflow as tf
+
+        from keras_transformer.export import export_saved_model
+
+        if not hasattr(self, "_signature"):
+            path = self.saved_model_path or export_saved_model(
+                self.model,
+                self.vocabulary,
+                "bench",
+                base_dir=os.path.join(self.directory, "saved_models"),
+                # The request's beam runs the same branch whatever the widest one compiled;
+                # fewer branches only shorten the export.
+                max_beam_size=self.beam_size,
+                beam_size=self.beam_size,
+                alpha=COMPARED_ALPHA,
+                max_extra_length=MAX_EXTRA_LENGTH,
+            )
+            self._loaded = tf.saved_model.load(str(path))
+            self._signature = self._loaded.signatures["serving_default"]
+        settings = dict(
+            beam_size=tf.constant(self.beam_size, tf.int32),
+            alpha=tf.constant(COMPARED_ALPHA, tf.float32),
+            max_extra_length=tf.constant(MAX_EXTRA_LENGTH, tf.int32),
+            num_hypotheses=tf.constant(1, tf.int32),
+        )
+
+        def translate(lines):
+            order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
+            outputs = [None] * len(lines)
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                reply = self._signature(text=tf.constant([lines[i] for i in chunk]), **settings)
+                for i, text in zip(chunk, reply["translation"].numpy()):
+                    outputs[i] = text.decode("utf-8")
+            return outputs
+
+        return translate
+
+    def ctranslate2(self, precision, batch_size):
+        """CTranslate2 on the model `export_ctranslate2` writes (int8: stored and computed in
+        int8), in its fastest faithful setup: the whole input in one `translate_batch`, which
+        sorts it by length and runs `max_batch_size` examples at a time; MKL; no scores."""
+        import ctranslate2
+
+        from keras_transformer.export import export_ctranslate2
+        from keras_transformer.export.ctranslate2 import vocabulary_tokens
+
+        compute_type, stored = CT2_COMPUTE_TYPES[precision]
+        if not hasattr(self, "_ct2"):
+            self._ct2, self._pieces = {}, vocabulary_tokens(self.vocabulary)
+            self._piece_ids = {piece: i for i, piece in enumerate(self._pieces)}
+        if precision not in self._ct2:
+            directory = os.path.join(self.directory, f"ct2-{precision}")
+            export_ctranslate2(
+                self.model, directory, quantization=stored, vocabulary=self.vocabulary
+            )
+            self._ct2[precision] = ctranslate2.Translator(
+                directory,
+                device="cpu",
+                compute_type=compute_type,
+                intra_threads=THREADS,
+                inter_threads=1,
+            )
+        translator, pieces, piece_ids = self._ct2[precision], self._pieces, self._piece_ids
+        keep = self.max_length - 1  # as the Translator cuts sources longer than the model's
+
+        def translate(lines):
+            sources = [[pieces[i] for i in self.vocabulary.encode(line)[:keep]] for line in lines]
+            # Ours caps each output at its source length (eos included) + 50; CTranslate2
+            # takes one cap per call: the longest (a cap is rarely reached on real text).
+            cap = min(max(len(s) for s in sources) + 1 + MAX_EXTRA_LENGTH, self.max_length)
+            results = translator.translate_batch(
+                sources,
+                max_batch_size=batch_size,
+                beam_size=self.beam_size,
+                length_penalty=COMPARED_ALPHA,
+                max_decoding_length=cap,
+                min_decoding_length=0,
+                return_scores=False,
+            )
+            return [
+                self.vocabulary.decode([piece_ids[p] for p in r.hypotheses[0]]) for r in results
+            ]
+
+        return translate
+
+
+def trained_cases(sides, precisions, peers):
+    """`[(decoder, precision, alpha, build(batch_size) -> translate)]`: the rows to run."""
+    cases, skipped = [], {}
+    for precision in precisions:
+        if precision in OUR_PRECISIONS:
+            for alpha in (COMPARED_ALPHA, PAPER_ALPHA):
+                cases.append(
+                    (
+                        "ours (Translator)",
+                        precision,
+                        alpha,
+                        lambda b, p=precision, a=alpha: sides.ours(p, a, b),
+                    )
+                )
+        else:
+            skipped[f"ours (Translator) {precision}"] = "not available on our side yet"
+        if precision == "fp32" and "savedmodel" in peers:
+            cases.append(
+                ("SavedModel (serving_default)", precision, COMPARED_ALPHA, sides.saved_model)
+            )
+        if "ct2" in peers and precision in CT2_COMPUTE_TYPES:
+            cases.append(
+                (
+                    "CTranslate2",
+                    precision,
+                    COMPARED_ALPHA,
+                    lambda b, p=precision: sides.ctranslate2(p, b),
+                )
+            )
+    return cases, skipped
+
+
+def warmup_lines(lines, vocabulary):
+    """One line per padded source width (multiples of 8 pieces): what compiles every search
+    shape that single-sentence calls meet."""
+    by_width = {}
+    for line in lines:
+        by_width.setdefault(-(-(len(vocabulary.encode(line)) + 1) // 8), line)
+    return list(by_width.values())
+
+
+def time_batch_one(runners, lines, vocabulary):
+    """Sentence by sentence, the sides taking turns on each (the first side rotates), so
+    that background load hits every side alike: `{name: (outputs, seconds per sentence)}`."""
+    for run in runners.values():
+        for line in warmup_lines(lines, vocabulary):
+            run([line])
+    names = list(runners)
+    outputs = {name: [] for name in names}
+    seconds = {name: [] for name in names}
+    for index, line in enumerate(lines):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            (text,) = runners[name]([line])
+            seconds[name].append(time.perf_counter() - start)
+            outputs[name].append(text)
+    return {name: (outputs[name], seconds[name]) for name in names}
+
+
+def time_batched(runners, lines, repeats):
+    """Every side translates all `lines` once untimed (compiling every batch shape), then
+    `repeats` timed passes each, the sides taking turns in a rotating order: `{name: (outputs,
+    median seconds of a pass)}`."""
+    names = list(runners)
+    outputs = {name: runners[name](lines) for name in names}
+    seconds = {name: [] for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            outputs[name] = runners[name](lines)
+            seconds[name].append(time.perf_counter() - start)
+    return {name: (outputs[name], float(np.median(seconds[name]))) for name in names}
+
+
+def trained_rows(cases, lines, vocabulary, batch_sizes, repeats):
+    """Times every case at every batch size; returns the rows and each row's outputs."""
+    rows, outputs = [], {}
+    for batch_size in batch_sizes:
+        runners = {}
+        for decoder, precision, alpha, build in cases:
+            runners[(decoder, precision, alpha)] = build(batch_size)
+        if batch_size == 1:
+            timed = time_batch_one(runners, lines, vocabulary)
+        else:
+            timed = time_batched(runners, lines, repeats)
+        for (decoder, precision, alpha), (texts, seconds) in timed.items():
+            total = sum(seconds) if batch_size == 1 else seconds
+            generated = sum(len(vocabulary.encode(text)) + 1 for text in texts)  # pieces + eos
+            row = dict(
+                decoder=decoder,
+                batch_size=batch_size,
+                precision=precision,
+                alpha=alpha,
+                seconds=round(total, 2),
+                sentences_per_second=round(len(lines) / total, 2),
+                tokens_per_second=round(generated / total, 1),
+            )
+            if batch_size == 1:
+                row["latency_p50_ms"] = percentile_ms(seconds, 50)
+                row["latency_p90_ms"] = percentile_ms(seconds, 90)
+            rows.append(row)
+            outputs[(decoder, batch_size, precision, alpha)] = texts
+    for row in rows:
+        reference = next(
+            (
+                r
+                for r in rows
+                if r["decoder"] == "CTranslate2"
+                and r["batch_size"] == row["batch_size"]
+                and r["precision"] == row["precision"]
+            ),
+            None,
+        )
+        row["sentences_vs_ctranslate2"] = (
+            round(row["sentences_per_second"] / reference["sentences_per_second"], 3)
+            if reference
+            else None
+        )
+    return rows, outputs
+
+
+def identical_outputs(rows, outputs, lines):
+    """Our fp32 outputs at alpha 0 against CTranslate2's fp32 (the largest batch size), the
+    share each row's outputs equal ours, and the first sentences where ours and CTranslate2
+    differ."""
+    largest = max(row["batch_size"] for row in rows)
+    ours = outputs.get(("ours (Translator)", largest, "fp32", COMPARED_ALPHA))
+    theirs = outputs.get(("CTranslate2", largest, "fp32", COMPARED_ALPHA))
+    if ours is not None:
+        for row in rows:
+            key = (row["decoder"], row["batch_size"], row["precision"], row["alpha"])
+            row["identical_to_ours"] = round(identical_share(outputs[key], ours), 4)
+    if ours is None or theirs is None:
+        return None, []
+    differences = [
+        dict(source=source, ours=a, ctranslate2=b)
+        for source, a, b in zip(lines, ours, theirs)
+        if a != b
+    ]
+    return round(identical_share(theirs, ours), 4), differences[:5]
+
+
 def trained_model_throughput(args, peers):
-    """Beam 4, alpha 0.6, max length input + 50 on real sentences with a trained model:
-    `Translator.translate` (length-sorted batches of --batch-size, text in and out) against
-    CTranslate2 on the same weights and the same subword pieces."""
+    """Beam 4, max length source + 50, on real sentences with a trained model: ours
+    (`Translator.translate`, alpha 0 and 0.6), the exported SavedModel's `serving_default`,
+    and CTranslate2 (fp32, int8) on the same weights, at each batch size."""
     source_file = args.source_file or os.path.join(
         os.environ.get("KT_DATA_DIR", ""), "wmt", "newstest2013.en"
     )
     if not os.path.isfile(source_file):
         print(f"# --trained: {source_file} not found (set KT_DATA_DIR or --source-file)")
         return None
-    from keras_transformer import Translator
-
-    with open(source_file, encoding="utf-8") as file:
-        lines = [line.rstrip("\n") for _, line in zip(range(args.lines), file)]
-    translator = Translator.load(
-        args.trained,
-        beam_size=args.beam_size,
-        alpha=0.6,
-        max_extra_length=50,
-        batch_size=args.batch_size,
+    lines = read_source_lines(source_file, args.lines, args.preprocess)
+    directory = tempfile.mkdtemp(prefix="decode-trained-")
+    try:
+        sides = TrainedSides(args.trained, args.beam_size, directory, args.saved_model)
+        cases, skipped = trained_cases(sides, args.precisions.split(","), peers)
+        batch_sizes = [int(b) for b in args.trained_batch_sizes.split(",")]
+        load_before = os.getloadavg()
+        rows, outputs = trained_rows(cases, lines, sides.vocabulary, batch_sizes, args.repeats)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    identical, differences = identical_outputs(rows, outputs, lines)
+    print(
+        f"# trained model {args.trained} on the first {len(lines)} lines of {source_file} "
+        f"(preprocessing {args.preprocess}); beam {args.beam_size}, cap source + "
+        f"{MAX_EXTRA_LENGTH}; batch 1: each sentence alone, sides in turn; larger: median of "
+        f"{args.repeats} passes in turn"
     )
-    translator.translate(lines)  # compile every batch shape once
-    start = time.perf_counter()
-    hypotheses = translator.translate(lines)
-    seconds = time.perf_counter() - start
-    vocabulary = translator.vocabulary
-    generated = sum(len(vocabulary.encode(h)) + 1 for h in hypotheses)  # pieces + eos
-    rows = [
-        dict(
-            decoder="ours (Translator)",
-            seconds=round(seconds, 2),
-            tokens_per_second=round(generated / seconds, 1),
-            sentences_per_second=round(len(lines) / seconds, 2),
-        )
-    ]
-    if "ct2" in peers:
-        ct2_translator, tokens = ctranslate2_model(
-            translator.model, tempfile.mkdtemp(prefix="ct2-trained-")
-        )
-        # Cut as the Translator cuts sources longer than the model's maximum.
-        keep = translator.model.config.max_length - 1
-        pieces = [[tokens[i] for i in vocabulary.encode(line)[:keep]] + ["</s>"] for line in lines]
-        longest = max(len(p) for p in pieces)
-
-        def run():
-            return ct2_translator.translate_batch(
-                pieces,
-                beam_size=args.beam_size,
-                max_batch_size=args.batch_size,
-                length_penalty=0.6,
-                max_decoding_length=min(longest + 50, translator.model.config.max_length),
-            )
-
-        run()
-        start = time.perf_counter()
-        outputs = run()
-        ct2_seconds = time.perf_counter() - start
-        ct2_generated = sum(len(o.hypotheses[0]) + 1 for o in outputs)
-        rows.append(
-            dict(
-                decoder="CTranslate2",
-                seconds=round(ct2_seconds, 2),
-                tokens_per_second=round(ct2_generated / ct2_seconds, 1),
-                sentences_per_second=round(len(lines) / ct2_seconds, 2),
-            )
-        )
-        for row in rows:
-            row["sentences_vs_ctranslate2"] = round(
-                row["sentences_per_second"] / rows[-1]["sentences_per_second"], 3
-            )
-    print(f"# trained model {args.trained} on the first {len(lines)} lines of {source_file}")
+    if identical is not None:
+        print(f"# CTranslate2 fp32 output identical to ours (alpha 0): {identical:.1%}")
+        if identical < MIN_IDENTICAL:
+            print(f"# under {MIN_IDENTICAL:.0%}: the first differences follow")
+            for difference in differences:
+                print(f"#   {json.dumps(difference, ensure_ascii=False)}")
+    print(
+        f"{'decoder':30} {'prec':>5} {'alpha':>5} {'batch':>5} {'sent/s':>8} {'tokens/s':>9} "
+        f"{'p50 ms':>7} {'p90 ms':>7} {'x ct2':>6} {'= ours':>6}"
+    )
     for row in rows:
         print(
-            f"trained {row['decoder']:22} {row['seconds']:>8.2f} s "
-            f"{row['tokens_per_second']:>9.1f} tokens/s {row['sentences_per_second']:>7.2f} "
-            f"sent/s {row.get('sentences_vs_ctranslate2', float('nan')):>6.2f}",
+            f"{row['decoder']:30} {row['precision']:>5} {row['alpha']:>5} "
+            f"{row['batch_size']:>5} {row['sentences_per_second']:>8.2f} "
+            f"{row['tokens_per_second']:>9.1f} {row.get('latency_p50_ms', float('nan')):>7.1f} "
+            f"{row.get('latency_p90_ms', float('nan')):>7.1f} "
+            f"{row['sentences_vs_ctranslate2'] or float('nan'):>6.2f} "
+            f"{row.get('identical_to_ours', float('nan')):>6.1%}",
             flush=True,
         )
-    return {"source_file": source_file, "lines": len(lines), "rows": rows}
+    return {
+        "run": args.trained,
+        "source_file": source_file,
+        "preprocessing": args.preprocess,
+        "lines": len(lines),
+        "beam_size": args.beam_size,
+        "max_extra_length": MAX_EXTRA_LENGTH,
+        "repeats": args.repeats,
+        "identical_to_ctranslate2": identical,
+        "first_differences": differences,
+        "rows": rows,
+        "skipped_rows": skipped,
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="small,base")
+    parser.add_argument(
+        "--configs",
+        default=None,
+        help="random-weight configs to time (default: small,base; none with --trained)",
+    )
     parser.add_argument("--peers", default=",".join(PEERS))
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -344,8 +676,9 @@ def main(argv=None):
     parser.add_argument("--lengths", default="25,50")
     parser.add_argument(
         "--scaling-lengths",
-        default="25,50,100,200",
-        help="output lengths for our cost-vs-length check (small config)",
+        default=None,
+        help="output lengths for our cost-vs-length check (small config; default "
+        "25,50,100,200, none with --trained)",
     )
     parser.add_argument(
         "--nocache-configs",
@@ -356,8 +689,32 @@ def main(argv=None):
     parser.add_argument(
         "--trained",
         metavar="RUN",
-        help="also decode --source-file with this trained model (a training "
-        "output_dir or .keras file), ours and CTranslate2",
+        help="decode --source-file with this trained model (a training output_dir or "
+        ".keras file): ours, its SavedModel and CTranslate2 on the same weights",
+    )
+    parser.add_argument(
+        "--trained-batch-sizes",
+        default="1,32",
+        help="batch sizes of the --trained rows (1: latency, sentence by sentence)",
+    )
+    parser.add_argument(
+        "--precisions",
+        default="fp32,int8",
+        help="precisions of the --trained rows: CTranslate2's compute type, and ours where "
+        f"the library has it ({','.join(OUR_PRECISIONS)})",
+    )
+    parser.add_argument(
+        "--saved-model",
+        metavar="DIR",
+        help="for --trained: an existing SavedModel export of the same model (default: "
+        "export one into a temporary folder, beam 4, alpha 0)",
+    )
+    parser.add_argument(
+        "--preprocess",
+        choices=PREPROCESSING,
+        default="none",
+        help="prepare --source-file as the model's training text was (lowercase+moses: "
+        "Multi30k as pipelines/multi30k.py prepares it)",
     )
     parser.add_argument(
         "--source-file",
@@ -371,6 +728,10 @@ def main(argv=None):
         help="first lines of --source-file to translate (default: 500)",
     )
     args = parser.parse_args(argv)
+    if args.configs is None:
+        args.configs = "" if args.trained else "small,base"
+    if args.scaling_lengths is None:
+        args.scaling_lengths = "" if args.trained else "25,50,100,200"
     unknown = [peer for peer in args.peers.split(",") if peer not in PEERS]
     if unknown:  # a misspelt peer would otherwise be run by no branch, without a word
         parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {','.join(PEERS)}")
@@ -383,17 +744,17 @@ def main(argv=None):
     results, agreement = [], {}
     machine = machine_record(["tensorflow", "keras", *PEER_MODULES.values()])
     print(machine_line(machine, THREADS))
-    print(
-        f"# beam {args.beam_size}, batch {args.batch_size}, source length "
-        f"{args.source_length}, vocab {args.vocab_size}, fp32; best of {args.repeats} runs "
-        "after one that compiles",
-        flush=True,
-    )
-    header = (
-        f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} "
-        f"{'x ct2':>6} {'warmup s':>8}"
-    )
-    print(header)
+    if args.configs:
+        print(
+            f"# beam {args.beam_size}, batch {args.batch_size}, source length "
+            f"{args.source_length}, vocab {args.vocab_size}, fp32; best of {args.repeats} "
+            "runs after one that compiles",
+            flush=True,
+        )
+        print(
+            f"{'config':6} {'decoder':22} {'out len':>7} {'tokens/s':>9} {'sent/s':>7} "
+            f"{'x ct2':>6} {'warmup s':>8}"
+        )
     for name in filter(None, args.configs.split(",")):
         model = build(name, args.vocab_size)
         sources = random_sources(args.batch_size, args.source_length, args.vocab_size)
@@ -483,6 +844,7 @@ def main(argv=None):
             {
                 "benchmark": "decode_throughput",
                 **machine,
+                "commit": source_commit(),
                 "threads": THREADS,
                 "batch_size": args.batch_size,
                 "beam_size": args.beam_size,

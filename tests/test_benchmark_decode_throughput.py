@@ -75,3 +75,130 @@ def test_a_missing_peer_is_one_line_and_no_row(capsys, monkeypatch):
     ]
     assert [row["decoder"] for row in last["results"]] == ["ours (tf.function)"]
     assert "vs_ctranslate2" not in last["results"][0]
+
+
+# -- a trained model on real text ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A run folder of a tiny sharpened model whose CTranslate2 export decodes as ours does,
+    and the sentences it translates."""
+    pytest.importorskip("ctranslate2")
+    from tests._decoding_fixtures import SENTENCES, tiny_run_folder, train_char_vocabulary
+    from tests.test_export_ctranslate2 import random_model
+
+    folder = tmp_path_factory.mktemp("trained")
+    vocabulary = train_char_vocabulary(folder)
+    run = tiny_run_folder(folder / "run", vocabulary, random_model(max_length=64))
+    source = folder / "sources.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    return run, source, SENTENCES
+
+
+def trained_json(run, source, capsys, *options):
+    bench.main(["--trained", str(run), "--source-file", str(source), "--repeats", "1", *options])
+    out = capsys.readouterr().out.strip().splitlines()
+    return out, json.loads(out[-1])
+
+
+def test_trained_rows_every_side_batch_one_and_larger(trained_run, capsys):
+    from keras_transformer import Translator
+
+    run, source, sentences = trained_run
+    _, last = trained_json(run, source, capsys, "--trained-batch-sizes", "1,4")
+    trained = last["trained"]
+    assert last["results"] == [] and last["scaling"] == []  # --trained alone: one case
+    assert trained["lines"] == len(sentences)
+    rows = {(r["decoder"], r["batch_size"], r["precision"], r["alpha"]): r for r in trained["rows"]}
+    expected = {
+        ("ours (Translator)", "fp32", 0.0),
+        ("ours (Translator)", "fp32", 0.6),
+        ("SavedModel (serving_default)", "fp32", 0.0),
+        ("CTranslate2", "fp32", 0.0),
+        ("CTranslate2", "int8", 0.0),
+    }
+    assert set(rows) == {(d, b, p, a) for d, p, a in expected for b in (1, 4)}
+    # Our side has no int8 yet: a slot, listed, not a row.
+    assert trained["skipped_rows"] == {"ours (Translator) int8": "not available on our side yet"}
+    # Tokens per sentence: the pieces of ours at alpha 0 (translated here alone) plus eos.
+    ours = Translator.load(str(run), beam_size=4, alpha=0.0).translate(sentences)
+    vocabulary = Translator.load(str(run)).vocabulary
+    per_sentence = sum(len(vocabulary.encode(t)) + 1 for t in ours) / len(sentences)
+    for (_, batch_size, precision, alpha), row in rows.items():
+        assert ("latency_p50_ms" in row) == (batch_size == 1)
+        if batch_size == 1:
+            assert 0 < row["latency_p50_ms"] <= row["latency_p90_ms"]
+        reference = rows[("CTranslate2", batch_size, precision, 0.0)]
+        ratio = row["sentences_per_second"] / reference["sentences_per_second"]
+        assert row["sentences_vs_ctranslate2"] == pytest.approx(ratio, rel=0.01, abs=1e-3)
+        if precision == "fp32" and alpha == 0.0:
+            # The same outputs on every faithful side and at every batch size.
+            assert row["identical_to_ours"] == 1.0
+            assert row["tokens_per_second"] == pytest.approx(
+                per_sentence * row["sentences_per_second"], rel=0.01
+            )
+    assert trained["identical_to_ctranslate2"] == 1.0 and trained["first_differences"] == []
+    assert trained["max_extra_length"] == 50 and trained["beam_size"] == 4
+    assert len(trained["load_average"]["before"]) == 3
+    assert last["cpu"] and "commit" in last
+
+
+def test_trained_identical_share_counts_a_changed_output(trained_run, capsys, monkeypatch):
+    """CTranslate2's output changed on one sentence of 9: 8/9 identical, under 98%, so the
+    differing sentence is printed and kept in the JSON line."""
+    run, source, sentences = trained_run
+    original = bench.TrainedSides.ctranslate2
+
+    def one_changed(self, precision, batch_size):
+        translate = original(self, precision, batch_size)
+
+        def changed(lines):
+            outputs = translate(lines)
+            return ["changed" if line == sentences[1] else o for line, o in zip(lines, outputs)]
+
+        return changed
+
+    monkeypatch.setattr(bench.TrainedSides, "ctranslate2", one_changed)
+    out, last = trained_json(
+        run,
+        source,
+        capsys,
+        "--peers",
+        "ours,ct2",
+        "--precisions",
+        "fp32",
+        "--trained-batch-sizes",
+        "3",
+    )
+    trained = last["trained"]
+    assert trained["identical_to_ctranslate2"] == round(8 / 9, 4)
+    (difference,) = trained["first_differences"]
+    assert difference["source"] == sentences[1] and difference["ctranslate2"] == "changed"
+    assert "# under 98%: the first differences follow" in out
+    assert [r["decoder"] for r in trained["rows"]] == [
+        "ours (Translator)",
+        "ours (Translator)",
+        "CTranslate2",
+    ]
+
+
+def test_identical_share_and_source_preparation(tmp_path):
+    import gzip
+
+    assert bench.identical_share(["a", "b", "c", "d"], ["a", "b", "x", "d"]) == 0.75
+    with pytest.raises(ValueError, match="3 outputs against 2"):
+        bench.identical_share(["a", "b", "c"], ["a", "b"])
+    path = tmp_path / "test.en.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as file:
+        file.write('A man, in a "red" hat.\n\nTwo Dogs run.\nA third line.\n')
+    # Blank lines are skipped; Multi30k's preparation lower-cases and Moses-tokenizes.
+    assert bench.read_source_lines(path, 2, "lowercase+moses") == [
+        'a man , in a " red " hat .',
+        "two dogs run .",
+    ]
+    assert bench.read_source_lines(path, 5) == [
+        'A man, in a "red" hat.',
+        "Two Dogs run.",
+        "A third line.",
+    ]
