@@ -92,7 +92,8 @@ QUICKSTART = {
 }
 
 # Fine-tuning the quickstart model on spans of time: the quickstart's model and data
-# settings on the small in-domain set, with a fresh, shorter, gentler schedule.
+# settings on the small in-domain set mixed with the quickstart's own, with a fresh, shorter,
+# gentler schedule.
 _FINETUNE_CORPUS = "runs/quickstart_finetune/corpus"
 QUICKSTART_FINETUNE = {
     **QUICKSTART,
@@ -100,12 +101,13 @@ QUICKSTART_FINETUNE = {
     "init_from": "runs/quickstart",
     "data": {
         **QUICKSTART["data"],
-        "train": [
+        "train": [  # the new domain, and the quickstart's corpus against forgetting
             {
                 **CORPUS,
                 "source": f"{_FINETUNE_CORPUS}/train.en",
                 "target": f"{_FINETUNE_CORPUS}/train.de",
-            }
+            },
+            QUICKSTART["data"]["train"][0],
         ],
         "dev": {
             **CORPUS,
