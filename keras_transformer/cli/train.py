@@ -7,6 +7,7 @@ KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training
 `--init-from RUN` fine-tunes: a new run that starts from the weights of the trained run RUN.
 """
 
+import os
 import sys
 
 HELP = "train a model with model.fit from a YAML/JSON config (paper 5)"
@@ -47,8 +48,8 @@ def add_arguments(parser):
         "--check",
         action="store_true",
         help="check the config without training or writing anything: every key and type "
-        "(exit 1 on an error), missing data files (warnings: the data may come later); "
-        "prints the resolved settings as YAML",
+        "(exit 1 on an error), missing data files and init_from run (warnings: they may "
+        "come later); prints the resolved settings as YAML",
     )
 
 
@@ -106,6 +107,13 @@ def _check(path, overrides, changes):
         return 1
     for message in config.missing_files():
         print(f"keras-transformer train: warning: {message}", file=sys.stderr)
+    if config.init_from is not None and not os.path.isdir(config.init_from):
+        # A warning, not an error: a run with checkpoints of its own resumes without it.
+        print(
+            f"keras-transformer train: warning: init_from: folder {config.init_from!r} does "
+            "not exist; train that run first, or check the path",
+            file=sys.stderr,
+        )
     print(config.to_yaml(), end="")
     return 0
 
