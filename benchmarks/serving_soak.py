@@ -199,6 +199,8 @@ def read_sources(path):
     """The non-blank lines of `path` as UTF-8 bytes (what a client sends), else ORDINARY."""
     if path is None:
         return [text.encode() for text in ORDINARY]
+    if not os.path.isfile(path):
+        sys.exit(f"--source-file {path}: no such file (give a text file, one sentence a line)")
     with open(path, encoding="utf-8") as lines:
         sources = [line.strip().encode() for line in lines if line.strip()]
     if not sources:
