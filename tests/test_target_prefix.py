@@ -343,6 +343,25 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(
     )
     for key in ("translation", "score"):
         np.testing.assert_array_equal(plain[key].numpy(), unforced[key].numpy())
+    # The ids signature that holds the search: output ids start with the prefix ids.
+    vocabulary = SubwordVocabulary(vocabulary_path)
+
+    def padded(rows):
+        return [row + [PAD] * (max(map(len, rows)) - len(row)) for row in rows]
+
+    source = padded([vocabulary.encode("a dog") + [EOS], vocabulary.encode("hello") + [EOS]])
+    prefix = padded([vocabulary.encode("sing"), vocabulary.encode("wr")])
+    found = loaded.signatures["translate_ids_with_prefix"](
+        source_ids=tf.constant(source, tf.int32),
+        prefix_ids=tf.constant(prefix, tf.int32),
+        beam_size=tf.constant(2),
+        alpha=tf.constant(0.6),
+        max_extra_length=tf.constant(6),
+        num_hypotheses=tf.constant(2),
+    )
+    for row, ids in enumerate(found["output_ids"].numpy()):
+        forced = [t for t in prefix[row] if t != PAD]
+        assert all(hypothesis[: len(forced)].tolist() == forced for hypothesis in ids)
     with pytest.raises(tf.errors.InvalidArgumentError, match="one target_prefix per text"):
         signature(
             text=tf.constant(["a dog", "hello"]),

@@ -26,6 +26,9 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
   hypothesis starting with its prefix's target tokens. A signature of its own because TF
   Serving's REST API needs every input of the signature it calls: an input added to
   `serving_default` would break every REST request that leaves it out.
+- `translate_ids_with_prefix`: `source_ids` and `prefix_ids` `[batch, length]` int32 (target
+  subword ids, no eos, right-padded with 0; a row of 0s: no prefix) and the settings; the
+  outputs of `translate_ids`. Every other search signature calls it: one search in the graph.
 - `score_pairs`: `source` and `target` `[batch]` string; output `score` `[batch]` float32,
   log P(target | source) of the given translations by teacher forcing (the sum over the
   target's tokens, eos included), as `Translator.score` and `keras-transformer score`. The
@@ -163,11 +166,19 @@ def export_saved_model(
         archive = keras.export.ExportArchive()
         archive.track(model)
         archive.track(functions.tokenizer)
-        # The text signatures call translate_ids and translate calls serving_default: one
-        # copy of the search in the graph (TF2 callers: concrete functions ignore the
-        # SignatureDef's defaults, so the text-only endpoint passes them).
+        # Every search goes through translate_ids_with_prefix, the text signatures through
+        # translate_ids or it, and translate calls serving_default: one copy of the search in
+        # the graph (TF2 callers: concrete functions ignore the SignatureDef's defaults, so
+        # the text-only endpoint passes them).
+        search = archive.add_endpoint(
+            "translate_ids_with_prefix",
+            functions.translate_ids_with_prefix,
+            input_signature=functions.ids_prefix_signature(),
+        )
         translate_ids = archive.add_endpoint(
-            "translate_ids", functions.translate_ids, input_signature=functions.ids_signature()
+            "translate_ids",
+            functions.translate_ids(search),
+            input_signature=functions.ids_signature(),
         )
         serving_default = archive.add_endpoint(
             "serving_default",
@@ -181,7 +192,7 @@ def export_saved_model(
         )
         archive.add_endpoint(
             "translate_with_prefix",
-            functions.translate_with_prefix,
+            functions.translate_with_prefix(search),
             input_signature=functions.prefix_signature(),
         )
         archive.add_endpoint(

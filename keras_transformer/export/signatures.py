@@ -71,8 +71,38 @@ class ServingFunctions:
 
         return translate_text
 
+    def ids_prefix_signature(self):
+        return [
+            tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="prefix_ids"),
+            *self._settings_signature(),
+        ]
+
     @property
-    def translate_ids(self):
+    def translate_ids_with_prefix(self):
+        """`translate_ids_with_prefix`: the search, the one copy in the graph that the other
+        signatures call. `prefix_ids` `[batch, length]`: target ids every hypothesis starts
+        with, right-padded with pad (no eos; a row of pads or a width of 0: no prefix)."""
+        d = self.defaults
+
+        def translate_ids_with_prefix(
+            source_ids,
+            prefix_ids,
+            beam_size=d["beam_size"],
+            alpha=d["alpha"],
+            max_extra_length=d["max_extra_length"],
+            num_hypotheses=d["num_hypotheses"],
+        ):
+            ids, lengths, scores = self._search(
+                source_ids, beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids
+            )
+            return {"output_ids": ids, "output_lengths": lengths, "scores": scores}
+
+        return translate_ids_with_prefix
+
+    def translate_ids(self, translate_ids_with_prefix):
+        """`translate_ids`: `translate_ids_with_prefix` (the endpoint's tf.function) with no
+        prefix, which forces nothing: the outputs are those of a search without one."""
         d = self.defaults
 
         def translate_ids(
@@ -82,10 +112,10 @@ class ServingFunctions:
             max_extra_length=d["max_extra_length"],
             num_hypotheses=d["num_hypotheses"],
         ):
-            ids, lengths, scores = self._search(
-                source_ids, beam_size, alpha, max_extra_length, num_hypotheses
+            no_prefix = tf.zeros([tf.shape(source_ids)[0], 0], tf.int32)
+            return translate_ids_with_prefix(
+                source_ids, no_prefix, beam_size, alpha, max_extra_length, num_hypotheses
             )
-            return {"output_ids": ids, "output_lengths": lengths, "scores": scores}
 
         return translate_ids
 
@@ -96,12 +126,12 @@ class ServingFunctions:
             *self._settings_signature(),
         ]
 
-    @property
-    def translate_with_prefix(self):
+    def translate_with_prefix(self, translate_ids_with_prefix):
         """`translate_with_prefix`: `serving_default` with a `target_prefix` per text ("" for
-        none) that every hypothesis starts with (`keras_transformer.decoding.prefix`). A
-        signature of its own: TF Serving's REST API needs every input of a signature, so an
-        input added to `serving_default` would break the requests that leave it out."""
+        none) that every hypothesis starts with (`keras_transformer.decoding.prefix`), through
+        `translate_ids_with_prefix` (the endpoint's tf.function). A signature of its own: TF
+        Serving's REST API needs every input of a signature, so an input added to
+        `serving_default` would break the requests that leave it out."""
         d = self.defaults
 
         def translate_with_prefix(
@@ -121,10 +151,10 @@ class ServingFunctions:
             )
             with tf.control_dependencies([same_size]):
                 prefix_ids = self.encode_prefix(target_prefix)
-            ids, _, scores = self._search(
-                self.encode(text), beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids
+            found = translate_ids_with_prefix(
+                self.encode(text), prefix_ids, beam_size, alpha, max_extra_length, num_hypotheses
             )
-            return self._text_outputs(text, ids, scores)
+            return self._text_outputs(text, found["output_ids"], found["scores"])
 
         return translate_with_prefix
 
