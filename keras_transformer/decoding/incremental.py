@@ -127,18 +127,28 @@ def decoding_loop(decoder, condition, body, state, lengths):
             `state[-1]` the decoder's `dynamic` state, `lengths[0]` steps long.
         lengths: the cache length of each segment, from `cache_lengths`.
 
+    A later segment runs (and its caches are grown) only if `condition` still holds at the
+    end of the one before: once every sentence is done, growing would only copy the caches.
+
     Returns:
-        The final state.
+        The final state, its decoder state replaced by None (the caches of the segments
+        differ in length, and the searches need only their outputs).
     """
-    for index, length in enumerate(lengths):
-        if index:
-            state = tuple(state[:-1]) + (decoder.grow_state(state[-1], length),)
+    length, later = lengths[0], lengths[1:]
 
-        def in_segment(*values, length=length):
-            return ops.logical_and(values[0] < length, condition(*values))
+    def in_segment(*values):
+        return ops.logical_and(values[0] < length, condition(*values))
 
-        state = ops.while_loop(in_segment, body, tuple(state), maximum_iterations=length)
-    return state
+    state = ops.while_loop(in_segment, body, tuple(state), maximum_iterations=length)
+    if not later:
+        return tuple(state[:-1]) + (None,)
+
+    def next_segments():
+        grown = tuple(state[:-1]) + (decoder.grow_state(state[-1], later[0]),)
+        return tuple(decoding_loop(decoder, condition, body, grown, later)[:-1])
+
+    outputs = ops.cond(condition(*state), next_segments, lambda: tuple(state[:-1]))
+    return tuple(outputs) + (None,)
 
 
 def forbid_early_eos(log_probs, eos_id, step, min_length):

@@ -1,0 +1,120 @@
+"""Beam search's shortcuts against a plain search: each sentence encoded once for its beams,
+and no cache growth (nor later segment) once every sentence is done. The reference below is
+a straightforward beam search in NumPy over full forward passes (no cache, each hypothesis
+its own row of the source), so it shares none of those shortcuts."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search
+from keras_transformer.decoding.incremental import FIRST_CACHE_LENGTH
+from keras_transformer.translation import compile_search
+from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder, full_log_probs, tiny_model
+
+ALPHA = 0.6
+
+
+def reference_beam_search(model, sources, beam_size, max_extra_length, alpha=ALPHA):
+    """The best output (tokens, log-probability, score) of each sentence of `sources` (lists
+    of ids): the candidates of each step are the 2k best extensions of the alive hypotheses;
+    those of the k best that end (eos or the cap) finish; the alive set is refilled with the k
+    best that go on. Runs to each cap (no early exit, which never changes the best)."""
+    caps = [min(len(source) + max_extra_length, model.config.max_length) for source in sources]
+    source_batch = padded(sources)
+    alive = [[((), 0.0)] for _ in sources]
+    finished = [[] for _ in sources]  # (score, tokens, log_prob)
+    for step in range(max(caps)):
+        rows = [(i, beam) for i, hypotheses in enumerate(alive) for beam in range(len(hypotheses))]
+        inputs = np.array([[BOS] + list(alive[i][beam][0]) for i, beam in rows], "int32")
+        log_probs = full_log_probs(model, source_batch[[i for i, _ in rows]], inputs)[:, -1]
+        vocab_size = log_probs.shape[1]
+        for i in range(len(sources)):
+            candidates = sorted(
+                (-(log_prob + log_probs[row, token]), beam * vocab_size + token)
+                for row, (sentence, beam) in enumerate(rows)
+                if sentence == i
+                for log_prob in [alive[i][beam][1]]
+                for token in range(vocab_size)
+                if np.isfinite(log_probs[row, token])
+            )[: 2 * beam_size]
+            going_on = []
+            for rank, (negative, flat) in enumerate(candidates):
+                beam, token = divmod(flat, vocab_size)
+                tokens = alive[i][beam][0] + (token,)
+                if token == EOS or step + 1 >= caps[i]:
+                    if rank < beam_size:
+                        score = -negative / ((5 + step + 1) / 6) ** alpha
+                        finished[i].append((score, tokens, -negative))
+                else:
+                    going_on.append((tokens, -negative))
+            alive[i] = going_on[:beam_size]
+        if not any(alive):
+            break
+    best = [max(hypotheses, key=lambda item: item[0]) for hypotheses in finished]
+    return [(list(tokens), log_prob, score) for score, tokens, log_prob in best]
+
+
+def padded(sources):
+    width = max(len(source) for source in sources)
+    return np.array([list(s) + [PAD] * (width - len(s)) for s in sources], "int32")
+
+
+def test_beam_search_of_a_padded_batch_equals_a_plain_search():
+    # Caps of 14 to 21 steps: two cache segments (16, then 24); some sentences end with eos
+    # early, others run to their caps, so they finish at different steps.
+    model = tiny_model(vocab_size=9, max_length=24, seed=4, sharpen=2.0)
+    rng = np.random.default_rng(0)
+    sources = [list(rng.integers(4, 9, size=n)) + [EOS] for n in (1, 8, 4, 6, 2, 5)]
+    search = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=12)
+    run = compile_search(lambda source_ids: tuple(search(model, source_ids)), as_decoder(model))
+    ids, lengths, log_probs, scores = (ops.convert_to_numpy(x) for x in run(padded(sources)))
+    assert max(lengths[:, 0]) > FIRST_CACHE_LENGTH  # a later segment ran
+    assert min(lengths[:, 0]) < 5  # and a sentence ended early
+    expected = reference_beam_search(model, sources, 3, 12)
+    for row, (tokens, log_prob, score) in enumerate(expected):
+        # Tokens exactly; scores to float32 rounding (the reference sums float64 log-softmaxes
+        # of full forward passes, the search float32 ones of cached steps).
+        assert ids[row, 0, : lengths[row, 0]].tolist() == tokens, row
+        assert log_probs[row, 0] == pytest.approx(log_prob, abs=1e-4)
+        assert scores[row, 0] == pytest.approx(score, abs=1e-4)
+
+
+class GrowthCountingDecoder(MarkovDecoder):
+    """A scripted decoder with a one-slot cache that counts how often it is grown."""
+
+    def __init__(self, table, max_length):
+        super().__init__(table, max_length)
+        self.grown_to = []
+
+    def grow_state(self, dynamic, max_length):
+        self.grown_to.append(max_length)
+        return tuple(ops.pad(value, ((0, 0), (0, 1))) for value in dynamic)
+
+
+def eos_table(vocab_size, eos_after):
+    """Token 4 after bos, then eos after token 4 when `eos_after`, else token 5 forever."""
+    table = np.full((vocab_size, vocab_size), -30.0, "float32")
+    table[BOS, 4] = 0.0
+    table[4, EOS if eos_after else 5] = 0.0
+    table[5, 5] = 0.0
+    table[EOS, EOS] = 0.0
+    return table
+
+
+@pytest.mark.parametrize("search", ["beam", "greedy"])
+def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
+    def run(decoder):
+        sources = np.array([[6, 7, EOS]], "int32")
+        if search == "beam":
+            return BeamSearch(beam_size=2, alpha=0.0, max_extra_length=60)(decoder, sources)
+        return greedy_search(decoder, sources, max_extra_length=60)
+
+    done_early = GrowthCountingDecoder(eos_table(8, eos_after=True), max_length=63)
+    result = run(done_early)
+    assert ops.convert_to_numpy(result.ids)[0, 0, :2].tolist() == [4, EOS]
+    assert done_early.grown_to == []  # done within the first segment: no growth
+    long_running = GrowthCountingDecoder(eos_table(8, eos_after=False), max_length=63)
+    result = run(long_running)
+    assert int(ops.convert_to_numpy(result.lengths)[0, 0]) == 63  # ran to the cap
+    assert long_running.grown_to == [32, 63]
