@@ -556,6 +556,7 @@ def trained_rows(cases, lines, vocabulary, batch_sizes, repeats):
             if batch_size == 1:
                 row["latency_p50_ms"] = percentile_ms(seconds, 50)
                 row["latency_p90_ms"] = percentile_ms(seconds, 90)
+            print(f"# {json.dumps(row)}", flush=True)  # kept if a later batch size fails
             rows.append(row)
             outputs[(decoder, batch_size, precision, alpha)] = texts
     for row in rows:
@@ -743,6 +744,7 @@ def main(argv=None):
     lengths = [int(x) for x in args.lengths.split(",")]
     results, agreement = [], {}
     machine = machine_record(["tensorflow", "keras", *PEER_MODULES.values()])
+    commit = source_commit()  # at the start: what this process imported
     print(machine_line(machine, THREADS))
     if args.configs:
         print(
@@ -844,7 +846,7 @@ def main(argv=None):
             {
                 "benchmark": "decode_throughput",
                 **machine,
-                "commit": source_commit(),
+                "commit": commit,
                 "threads": THREADS,
                 "batch_size": args.batch_size,
                 "beam_size": args.beam_size,
