@@ -391,3 +391,15 @@ def test_saved_model_serves_alignments_as_translate_gives_them(reversal_model, t
     assert links[0] and links[1] == "" and links[3] == ""
     empty = serve(text=tf.constant([], tf.string), **inputs)
     assert empty["alignment"].shape == (0,) and empty["translation"].shape == (0,)
+    # The TF1 session loader (TF Serving's C++ loader does the same), fed `text` alone and
+    # the SignatureDef's defaults for the rest, as TF Serving fills them in.
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+        signature = meta.signature_def["translate_with_alignments"]
+        feed = {signature.inputs["text"].name: texts}
+        for key, tensor_info in signature.inputs.items():
+            if key != "text":
+                feed[tensor_info.name] = tf.make_ndarray(signature.defaults[key])
+        served = session.run(signature.outputs["alignment"].name, feed_dict=feed)
+    assert sorted(signature.defaults) == ["alpha", "beam_size", "max_extra_length"]
+    assert [t.decode("utf-8") for t in served] == links
