@@ -7,8 +7,8 @@ How a pair is found:
    target's pieces, and row t of a decoder layer's cross-attention is the attention it used
    to predict target piece t (`Transformer.cross_attention_weights`). The pass is exact, not
    an approximation of the search: with dropout off, decoding step t computes the same
-   attention from the same prefix, so the beam search itself need not record anything and
-   alignments of its output are recomputed afterwards.
+   attention from the same prefix (up to float rounding), so the beam search itself need not
+   record anything and alignments of its output are recomputed afterwards.
 2. Layer and heads. `DEFAULT_LAYER_INDEX` picks the layer and the heads are averaged (see
    its comment); `layer_index=` and `head=` choose others.
 3. Words. A SentencePiece piece that starts with "▁" (U+2581) starts a word; other pieces
