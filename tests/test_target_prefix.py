@@ -170,9 +170,12 @@ TEXT_PREFIXES = ["dog s", "", "hello", "wr", ""]
     ids=["beam-n-best", "greedy", "sample"],
 )
 def test_translations_start_with_the_prefix_text(char_model, vocabulary_path, settings):
-    translator = Translator(char_model, vocabulary_path, max_extra_length=8, **settings)
+    # Eager (compile=False) for speed: the CLI test below runs the compiled search.
+    translator = Translator(
+        char_model, vocabulary_path, max_extra_length=8, compile=False, **settings
+    )
     outputs = translator.translate(TEXTS, target_prefix=TEXT_PREFIXES)
-    free = Translator(char_model, vocabulary_path, max_extra_length=8, **settings)
+    free = Translator(char_model, vocabulary_path, max_extra_length=8, compile=False, **settings)
     free_outputs = free.translate(TEXTS)
     for text, prefix, output, free_output in zip(TEXTS, TEXT_PREFIXES, outputs, free_outputs):
         hypotheses = output if settings.get("num_hypotheses", 1) > 1 else [(output, None)]
@@ -205,7 +208,7 @@ def test_empty_prefixes_translate_exactly_as_without(char_model, vocabulary_path
 def test_an_ensemble_starts_with_the_prefix(vocabulary_path):
     size = SubwordVocabulary(vocabulary_path).size
     models = [tiny_model(vocab_size=size, max_length=48, seed=s) for s in (6, 7)]
-    translator = Translator(models, vocabulary_path, beam_size=2, max_extra_length=6)
+    translator = Translator(models, vocabulary_path, beam_size=2, max_extra_length=6, compile=False)
     assert all(
         out.startswith("sing")
         for out in translator.translate(SENTENCES[:3], target_prefix=["sing"] * 3)
@@ -213,7 +216,9 @@ def test_an_ensemble_starts_with_the_prefix(vocabulary_path):
 
 
 def test_prefix_errors(char_model, vocabulary_path):
-    translator = Translator(char_model, vocabulary_path, beam_size=2, max_extra_length=3)
+    translator = Translator(
+        char_model, vocabulary_path, beam_size=2, max_extra_length=3, compile=False
+    )
     with pytest.raises(UserInputError, match="2 texts but 1 target prefixes"):
         translator.translate(["a dog", "hello"], target_prefix=["a"])
     # Outputs are capped at the source's tokens (eos included) + max_extra_length.
