@@ -45,8 +45,3 @@ def force_prefix(log_probs, prefix_ids, step, pad_id):
     token = ops.sum(ops.where(at_step, prefix_ids, 0), axis=1)
     other = ops.not_equal(ops.arange(ops.shape(log_probs)[-1])[None, :], token[:, None])
     return ops.where(ops.logical_and(forced[:, None], other), NEG_INF, log_probs)
-
-
-def prefix_lengths(prefix_ids, pad_id):
-    """The number of prefix tokens per row of `prefix_ids` (`[N]` int32)."""
-    return ops.sum(ops.cast(ops.not_equal(prefix_ids, pad_id), "int32"), axis=1)
