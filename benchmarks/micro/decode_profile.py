@@ -1,0 +1,138 @@
+"""Where a trained model's decoding time goes: `Translator.translate` under TensorFlow's
+profiler, op time summed by the part of the search each op belongs to.
+
+Translates `--source-file` once to compile every batch shape, then once more under
+`tf.profiler.experimental` (beam `--beam-size`, alpha `--alpha`, batches of `--batch-size`,
+`DECODE_THREADS` threads, 2 by default), and reads the host trace back: each kernel's time
+goes to one of
+
+- `encoder and cross-attention keys/values`: ops outside the decoding loop that encode the
+  source and project it for the encoder-decoder attention;
+- `step: matmuls`, `step: cache writes`, `step: other`: the decoder step inside the loop
+  (products, `TensorScatterUpdate` of the new key/value, the rest: softmax, layer norm, ...);
+- `beam: cache reorder`, `beam: top-k`, `beam: other`: the search's bookkeeping in the loop
+  (`GatherV2` of the caches by parent beam, `TopKV2`, the rest);
+- `between segments: cache growth` (`ConcatV2` outside the loop) and `outside: other`.
+
+Times are summed over the threads that ran them (2 threads give up to twice the wall time).
+Prints a table and last one JSON line. The profile is of TensorFlow's executor; XLA or
+other backends are not covered.
+
+Usage (from the repository root):
+    python -m benchmarks.micro.decode_profile --trained runs/quickstart \
+        --source-file runs/quickstart/corpus/test.en
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import tempfile
+import time
+
+THREADS = int(os.environ.get("DECODE_THREADS", "2"))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trained", required=True, help="a run folder or .keras file")
+    parser.add_argument("--source-file", required=True, help="one sentence per line")
+    parser.add_argument("--lines", type=int, default=500)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.0)
+    parser.add_argument("--batch-size", type=int, default=32)
+    return parser.parse_args(argv)
+
+
+def category(op_name, op_type):
+    """The part of the search a kernel `op_name:op_type` of the host trace belongs to."""
+    if "while/" not in op_name:  # later segments run inside a cond: cond/.../while/...
+        if op_type == "ConcatV2":
+            return "between segments: cache growth"
+        if "encoder" in op_name or "Tensordot" in op_name:
+            return "encoder and cross-attention keys/values"
+        return "outside: other"
+    if "decoder" in op_name or "embedding" in op_name or op_type == "LogSoftmax":
+        if op_type == "TensorScatterUpdate":
+            return "step: cache writes"
+        if "MatMul" in op_type or "Einsum" in op_type:
+            return "step: matmuls"
+        return "step: other"
+    return {"GatherV2": "beam: cache reorder", "TopKV2": "beam: top-k"}.get(op_type, "beam: other")
+
+
+def op_times(logdir):
+    """`({category: ms}, kernel count)` from the host trace the profiler wrote in `logdir`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    path = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as file:
+        space.ParseFromString(file.read())
+    totals, kernels = collections.Counter(), 0
+    for plane in space.planes:
+        names = {key: value.name for key, value in plane.event_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                if ":" not in name or "::" in name:  # executor bookkeeping, not a kernel
+                    continue
+                op_name, op_type = name.rsplit(":", 1)
+                totals[category(op_name, op_type)] += event.duration_ps / 1e9
+                kernels += 1
+    return totals, kernels
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    import tensorflow as tf
+
+    from benchmarks.common import machine_line, machine_record, set_tensorflow_threads
+    from keras_transformer import Translator
+
+    set_tensorflow_threads(THREADS, THREADS)
+    with open(args.source_file, encoding="utf-8") as file:
+        lines = [line.rstrip("\n") for _, line in zip(range(args.lines), file)]
+    translator = Translator.load(
+        args.trained, beam_size=args.beam_size, alpha=args.alpha, batch_size=args.batch_size
+    )
+    translator.translate(lines)  # compile every batch shape once
+    start = time.perf_counter()
+    translator.translate(lines)
+    seconds = time.perf_counter() - start
+    logdir = tempfile.mkdtemp(prefix="decode-profile-")
+    tf.profiler.experimental.start(logdir)
+    translator.translate(lines)
+    tf.profiler.experimental.stop()
+    totals, kernels = op_times(logdir)
+    total = sum(totals.values())
+    machine = machine_record()
+    print(machine_line(machine, THREADS))
+    print(f"# {len(lines)} lines, unprofiled pass {seconds:.2f} s; {kernels} kernels profiled")
+    for name, ms in totals.most_common():
+        print(f"{name:42} {ms:9.0f} ms {100 * ms / total:5.1f}%")
+    print(
+        json.dumps(
+            {
+                "benchmark": "decode_profile",
+                "machine": machine,
+                "load": os.getloadavg()[0],
+                "lines": len(lines),
+                "beam_size": args.beam_size,
+                "alpha": args.alpha,
+                "batch_size": args.batch_size,
+                "seconds_unprofiled": round(seconds, 3),
+                "kernels": kernels,
+                "op_ms": {name: round(ms, 1) for name, ms in totals.most_common()},
+                "op_share": {name: round(ms / total, 4) for name, ms in totals.most_common()},
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
