@@ -57,6 +57,7 @@ from keras_transformer.decoding.batches import (
     token_batches,
 )
 from keras_transformer.decoding.length_penalty import max_output_lengths
+from keras_transformer.decoding.precision import check_precision, with_precision
 from keras_transformer.decoding.scoring import score_targets
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import InputWarning, UserInputError
@@ -284,7 +285,7 @@ class Translator:
         self._compiled_score = None  # compiled on the first `score` call
 
     @classmethod
-    def load(cls, path, vocabulary=None, average_last=None, **options):
+    def load(cls, path, vocabulary=None, average_last=None, precision="float32", **options):
         """A `Translator` for a run folder, a `.keras` file or a checkpoint prefix.
 
         Args:
@@ -292,16 +293,19 @@ class Translator:
             vocabulary: the `.model` file (or a `SubwordVocabulary`); default: the one the
                 model carries, else `vocab.model` beside it.
             average_last: average the run's last N checkpoints (paper 6.1: 5 base, 20 big).
+            precision: "float32", or "bf16" to decode with the weights cast to bfloat16 (on
+                a CPU with AVX512-BF16 or AMX; `keras_transformer.decoding.precision`).
             **options: `Translator` arguments (beam_size, alpha, ...).
 
         Example:
         >>> translator = Translator.load("runs/ende", beam_size=4, alpha=0.6)
         """
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
+        check_precision(precision)  # before the (slow) load
         models, found = [], []
         for one_path in paths:
             model, files = load_model(one_path, average_last=average_last)
-            models.append(model)
+            models.append(with_precision(model, precision))
             if files["vocabulary"] is not None:
                 found.append((one_path, files["vocabulary"]))
         if vocabulary is None:

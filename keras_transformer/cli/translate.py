@@ -83,6 +83,13 @@ def add_model_arguments(parser):
         default="log_probs",
         help="ensembles: mean of log-probabilities (default) or of probabilities",
     )
+    add(
+        "--precision",
+        choices=("float32", "bf16"),
+        default="float32",
+        help="bf16: decode with the weights cast to bfloat16 (CPUs with AVX512-BF16 or AMX; "
+        "faster on larger vocabularies, see docs/translating.md); int8: export to CTranslate2",
+    )
     add = recording_adder(parser.add_argument_group("search"), actions)
     add("--search", choices=("beam", "greedy", "sample"), default="beam")
     add("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
@@ -156,6 +163,7 @@ def translator_from_args(args, num_hypotheses=1):
         args.model if len(args.model) > 1 else args.model[0],
         vocabulary=args.vocab,
         average_last=args.average_last,
+        precision=args.precision,
         beam_size=args.beam_size,
         alpha=args.alpha,
         max_extra_length=args.max_extra_length,

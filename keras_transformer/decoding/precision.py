@@ -1,0 +1,62 @@
+"""Decoding in reduced precision: a model's weights cast to bfloat16 for inference.
+
+bfloat16 decoding ran at 1.19-1.44x float32 on a Multi30k model (10000 pieces, 4 layers) and
+0.82x on the quickstart model (1000 pieces, 2 layers), BLEU within 0.12, on a CPU with
+AVX512-BF16 ([decision](../docs/decisions.md#no-bfloat16-decoding)); without AVX512-BF16 or
+AMX, oneDNN emulates bfloat16 and it is slower, so it is refused there. int8 is not offered:
+`keras.Model.quantize("int8")` decoded at 0.29-0.71x float32; CTranslate2's int8 export is the
+int8 path ([decision](../docs/decisions.md#no-int8-decoding)).
+"""
+
+import pathlib
+
+from keras_transformer.errors import UserInputError
+
+PRECISIONS = ("float32", "bf16")
+# The CPU flags (/proc/cpuinfo) of the instructions a precision needs to run fast; one is enough.
+FAST_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16")}
+
+
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The flags of the first CPU in `cpuinfo` (Linux), as a frozenset; empty if unreadable."""
+    try:
+        for line in pathlib.Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "flags":
+                return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def check_precision(precision, flags=None):
+    """Raises `UserInputError` for an unknown precision, or one this CPU cannot run fast
+    (`flags`: default, this machine's `cpu_flags()`)."""
+    if precision not in PRECISIONS:
+        raise UserInputError(
+            f"precision {precision!r} is not one of {', '.join(PRECISIONS)} (for int8, export "
+            "to CTranslate2: keras-transformer export --format ctranslate2 --quantization int8)"
+        )
+    needed = FAST_FLAGS.get(precision)
+    if needed is None:
+        return
+    flags = cpu_flags() if flags is None else flags
+    if not any(flag in flags for flag in needed):
+        raise UserInputError(
+            f"precision {precision!r} needs a CPU with {' or '.join(needed)} to run faster than "
+            "float32, and this one has neither; leave --precision out (float32)"
+        )
+
+
+def with_precision(model, precision, flags=None):
+    """`model` for decoding at `precision`: itself for float32, else a copy built with the
+    "bfloat16" dtype policy holding its weights cast (softmax, layer norm and logits stay
+    float32). Checked first with `check_precision`."""
+    check_precision(precision, flags)
+    if precision == "float32":
+        return model
+    from keras_transformer.model import Transformer
+
+    cast = Transformer(model.config, dtype="bfloat16", tokenizer=getattr(model, "tokenizer", None))
+    cast.set_weights(model.get_weights())
+    return cast
