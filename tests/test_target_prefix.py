@@ -385,7 +385,10 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
     session loader, the settings from the SignatureDef's defaults."""
     import tensorflow as tf
 
+    from keras_transformer.export import check_serving_ops
+
     path, _ = exported
+    check_serving_ops(path)  # the prefix adds no op that TF Serving lacks
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
         signature = meta.signature_def["translate_with_prefix"]
