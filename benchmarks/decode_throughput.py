@@ -283,10 +283,13 @@ def time_it(run, sources, repeats):
 COMPARED_ALPHA = 0.0
 PAPER_ALPHA = 0.6
 MAX_EXTRA_LENGTH = 50  # output cap: source length (eos included) + 50, at most max_length
-# Our side's model in each precision: precision -> function(model) -> the model to decode with.
-# A precision not listed here gets CTranslate2 rows only (listed under "skipped_rows").
-OUR_PRECISIONS = {"fp32": lambda model: model}
+# Our side in each precision: the row's precision -> `Translator.load(precision=)`. A precision
+# not listed here, or one this CPU cannot run fast, gets no row of ours (see "skipped_rows").
+OUR_PRECISIONS = {"fp32": "float32", "bf16": "bf16"}
 CT2_COMPUTE_TYPES = {"fp32": ("float32", None), "int8": ("int8", "int8")}  # (compute, stored)
+# The CTranslate2 precision each of our precisions is set against: bf16 is our reduced
+# precision, int8 CTranslate2's.
+CT2_COUNTERPART = {"fp32": "fp32", "int8": "int8", "bf16": "int8"}
 PREPROCESSING = ("none", "lowercase+moses")
 MIN_IDENTICAL = 0.98  # under this share the CTranslate2 conversion or the search differs
 
@@ -333,6 +336,7 @@ class TrainedSides:
     def __init__(self, run, beam_size, directory, saved_model_path=None):
         from keras_transformer import Translator
 
+        self.run = run
         self.beam_size = beam_size
         self.directory = directory
         self.saved_model_path = saved_model_path  # an export of `run`, or None: export here
@@ -352,9 +356,9 @@ class TrainedSides:
 
         base = self.translators.get(alpha if precision == "fp32" else (precision, alpha))
         if base is None:
-            base = Translator(
-                OUR_PRECISIONS[precision](self.model),
-                self.vocabulary,
+            base = Translator.load(
+                self.run,
+                precision=OUR_PRECISIONS[precision],
                 beam_size=self.beam_size,
                 alpha=alpha,
                 max_extra_length=MAX_EXTRA_LENGTH,
@@ -407,59 +411,164 @@ class TrainedSides:
 
     def ctranslate2(self, precision, batch_size):
         """CTranslate2 on the model `export_ctranslate2` writes (int8: stored and computed in
-        int8), in its fastest faithful setup: the whole input in one `translate_batch`, which
-        sorts it by length and runs `max_batch_size` examples at a time; MKL; no scores."""
-        import ctranslate2
-
+        int8), in its fastest faithful setup: its own worker process with the GEMM library
+        fastest for the type (`ct2_library`), the whole input in one `translate_batch`, which
+        sorts it by length and runs `max_batch_size` examples at a time; no scores. A call's
+        seconds are the worker's `translate_batch` plus the text to pieces and back here."""
         from keras_transformer.export import export_ctranslate2
         from keras_transformer.export.ctranslate2 import vocabulary_tokens
 
-        compute_type, stored = CT2_COMPUTE_TYPES[precision]
         if not hasattr(self, "_ct2"):
             self._ct2, self._pieces = {}, vocabulary_tokens(self.vocabulary)
             self._piece_ids = {piece: i for i, piece in enumerate(self._pieces)}
         if precision not in self._ct2:
+            compute_type, stored = CT2_COMPUTE_TYPES[precision]
             directory = os.path.join(self.directory, f"ct2-{precision}")
             export_ctranslate2(
                 self.model, directory, quantization=stored, vocabulary=self.vocabulary
             )
-            self._ct2[precision] = ctranslate2.Translator(
-                directory,
-                device="cpu",
-                compute_type=compute_type,
-                intra_threads=THREADS,
-                inter_threads=1,
+            self._ct2[precision] = Ct2Worker(
+                directory, compute_type, ct2_library(compute_type), self.beam_size
             )
-        translator, pieces, piece_ids = self._ct2[precision], self._pieces, self._piece_ids
+        worker, pieces, piece_ids = self._ct2[precision], self._pieces, self._piece_ids
         keep = self.max_length - 1  # as the Translator cuts sources longer than the model's
 
         def translate(lines):
+            start = time.perf_counter()
             sources = [[pieces[i] for i in self.vocabulary.encode(line)[:keep]] for line in lines]
             # Ours caps each output at its source length (eos included) + 50; CTranslate2
             # takes one cap per call: the longest (a cap is rarely reached on real text).
             cap = min(max(len(s) for s in sources) + 1 + MAX_EXTRA_LENGTH, self.max_length)
-            results = translator.translate_batch(
-                sources,
-                max_batch_size=batch_size,
-                beam_size=self.beam_size,
-                length_penalty=COMPARED_ALPHA,
-                max_decoding_length=cap,
-                min_decoding_length=0,
-                return_scores=False,
-            )
-            return [
-                self.vocabulary.decode([piece_ids[p] for p in r.hypotheses[0]]) for r in results
-            ]
+            hypotheses, seconds = worker.translate(sources, batch_size, cap)
+            texts = [self.vocabulary.decode([piece_ids[p] for p in h]) for h in hypotheses]
+            # The pipe to the worker is the benchmark's cost, not CTranslate2's.
+            translate.seconds = time.perf_counter() - start - worker.exchange_seconds + seconds
+            return texts
 
         return translate
 
+    def backend(self, decoder, precision):
+        if decoder == "CTranslate2":
+            return self._ct2[precision].library
+        return "tensorflow"
+
+    def close(self):
+        for worker in getattr(self, "_ct2", {}).values():
+            worker.close()
+
+
+# -- CTranslate2 in a worker process ------------------------------------------------------------
+
+
+def ct2_library(compute_type):
+    """ "mkl" or "dnnl": the GEMM library CTranslate2 runs `compute_type` fastest with here
+    (decode_precision's defaults, measured on an AMD Zen 4 CPU); `CT2_LIBRARY_<TYPE>` (e.g.
+    `CT2_LIBRARY_INT8=mkl`) overrides it."""
+    from benchmarks.decode_precision import CT2_DEFAULT, parse_ct2
+
+    fastest = dict(parse_ct2(CT2_DEFAULT))
+    return os.environ.get(f"CT2_LIBRARY_{compute_type.upper()}", fastest.get(compute_type, "mkl"))
+
+
+class Ct2Worker:
+    """A CTranslate2 `Translator` in its own process: CTranslate2 reads `CT2_USE_MKL` once per
+    process, and float32 and int8 are each fastest with a different library. `translate`
+    sends one batch of pieces as a JSON line and returns `(hypotheses, seconds of the
+    worker's translate_batch)`; `exchange_seconds` is that call's wall time."""
+
+    def __init__(self, directory, compute_type, library, beam_size):
+        import subprocess
+
+        from benchmarks.common import child_environment, module_command
+
+        environment = child_environment()
+        environment["CT2_USE_MKL"] = "1" if library == "mkl" else "0"
+        environment["OMP_NUM_THREADS"] = str(THREADS)
+        self.library = library
+        self.process = subprocess.Popen(
+            module_command(
+                "benchmarks.decode_throughput",
+                "--ct2-worker",
+                directory,
+                "--ct2-compute-type",
+                compute_type,
+                "--beam-size",
+                beam_size,
+            ),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+        ready = self.process.stdout.readline().split()
+        if ready[:1] != ["ready"]:
+            raise RuntimeError(f"the CTranslate2 worker for {compute_type} did not start")
+        self.compute_type = ready[1]
+
+    def translate(self, sources, batch_size, cap):
+        start = time.perf_counter()
+        request = dict(sources=sources, max_batch_size=batch_size, max_decoding_length=cap)
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        self.exchange_seconds = time.perf_counter() - start
+        return reply["hypotheses"], reply["seconds"]
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def ct2_worker(directory, compute_type, beam_size):
+    """The worker's loop: one JSON request per stdin line, one JSON reply per stdout line."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(
+        directory,
+        device="cpu",
+        compute_type=compute_type,
+        intra_threads=THREADS,
+        inter_threads=1,
+    )
+    print(f"ready {translator.compute_type}", flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        start = time.perf_counter()
+        results = translator.translate_batch(
+            request["sources"],
+            max_batch_size=request["max_batch_size"],
+            beam_size=beam_size,
+            length_penalty=COMPARED_ALPHA,
+            max_decoding_length=request["max_decoding_length"],
+            min_decoding_length=0,
+            return_scores=False,
+        )
+        seconds = time.perf_counter() - start
+        hypotheses = [r.hypotheses[0] for r in results]
+        print(json.dumps(dict(hypotheses=hypotheses, seconds=seconds)), flush=True)
+    return 0
+
 
 def trained_cases(sides, precisions, peers):
-    """`[(decoder, precision, alpha, build(batch_size) -> translate)]`: the rows to run."""
+    """`[(decoder, precision, alpha, build(batch_size) -> translate)]`: the rows to run, and
+    `{row: why not}` for the rows left out."""
+    from keras_transformer.decoding.precision import check_precision
+    from keras_transformer.errors import UserInputError
+
     cases, skipped = [], {}
     for precision in precisions:
-        if precision in OUR_PRECISIONS:
-            for alpha in (COMPARED_ALPHA, PAPER_ALPHA):
+        reason = None if precision in OUR_PRECISIONS else "not offered by the library"
+        if reason is None:
+            try:
+                check_precision(OUR_PRECISIONS[precision])
+            except UserInputError as error:  # bf16 on a CPU without AVX512-BF16 or AMX
+                reason = str(error)
+        if reason is not None:
+            skipped[f"ours (Translator) {precision}"] = reason
+            print(f"# skipping ours (Translator) {precision}: {reason}", flush=True)
+        else:
+            # Reduced precision at the compared alpha only: the paper's alpha is an fp32 row.
+            for alpha in (COMPARED_ALPHA, PAPER_ALPHA)[: 2 if precision == "fp32" else 1]:
                 cases.append(
                     (
                         "ours (Translator)",
@@ -468,8 +577,6 @@ def trained_cases(sides, precisions, peers):
                         lambda b, p=precision, a=alpha: sides.ours(p, a, b),
                     )
                 )
-        else:
-            skipped[f"ours (Translator) {precision}"] = "not available on our side yet"
         if precision == "fp32" and "savedmodel" in peers:
             cases.append(
                 ("SavedModel (serving_default)", precision, COMPARED_ALPHA, sides.saved_model)
@@ -495,6 +602,14 @@ def warmup_lines(lines, vocabulary):
     return list(by_width.values())
 
 
+def timed_call(run, lines):
+    """`(outputs, seconds)` of `run(lines)`: the wall time, or the seconds `run` reports of
+    itself (a CTranslate2 worker's, without the pipe to it)."""
+    start = time.perf_counter()
+    outputs = run(lines)
+    return outputs, getattr(run, "seconds", time.perf_counter() - start)
+
+
 def time_batch_one(runners, lines, vocabulary):
     """Sentence by sentence, the sides taking turns on each (the first side rotates), so
     that background load hits every side alike: `{name: (outputs, seconds per sentence)}`."""
@@ -507,9 +622,8 @@ def time_batch_one(runners, lines, vocabulary):
     for index, line in enumerate(lines):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            (text,) = runners[name]([line])
-            seconds[name].append(time.perf_counter() - start)
+            (text,), elapsed = timed_call(runners[name], [line])
+            seconds[name].append(elapsed)
             outputs[name].append(text)
     return {name: (outputs[name], seconds[name]) for name in names}
 
@@ -524,14 +638,14 @@ def time_batched(runners, lines, repeats):
     for repeat in range(repeats):
         shift = repeat % len(names)
         for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            outputs[name] = runners[name](lines)
-            seconds[name].append(time.perf_counter() - start)
+            outputs[name], elapsed = timed_call(runners[name], lines)
+            seconds[name].append(elapsed)
     return {name: (outputs[name], float(np.median(seconds[name]))) for name in names}
 
 
-def trained_rows(cases, lines, vocabulary, batch_sizes, repeats):
-    """Times every case at every batch size; returns the rows and each row's outputs."""
+def trained_rows(cases, lines, vocabulary, batch_sizes, repeats, backend):
+    """Times every case at every batch size; returns the rows and each row's outputs.
+    `backend(decoder, precision)` names the library a row ran on."""
     rows, outputs = [], {}
     for batch_size in batch_sizes:
         runners = {}
@@ -549,6 +663,7 @@ def trained_rows(cases, lines, vocabulary, batch_sizes, repeats):
                 batch_size=batch_size,
                 precision=precision,
                 alpha=alpha,
+                backend=backend(decoder, precision),
                 seconds=round(total, 2),
                 sentences_per_second=round(len(lines) / total, 2),
                 tokens_per_second=round(generated / total, 1),
@@ -560,16 +675,18 @@ def trained_rows(cases, lines, vocabulary, batch_sizes, repeats):
             rows.append(row)
             outputs[(decoder, batch_size, precision, alpha)] = texts
     for row in rows:
+        counterpart = CT2_COUNTERPART.get(row["precision"], row["precision"])
         reference = next(
             (
                 r
                 for r in rows
                 if r["decoder"] == "CTranslate2"
                 and r["batch_size"] == row["batch_size"]
-                and r["precision"] == row["precision"]
+                and r["precision"] == counterpart
             ),
             None,
         )
+        row["vs_ctranslate2_precision"] = counterpart if reference else None
         row["sentences_vs_ctranslate2"] = (
             round(row["sentences_per_second"] / reference["sentences_per_second"], 3)
             if reference
@@ -616,8 +733,12 @@ def trained_model_throughput(args, peers):
         cases, skipped = trained_cases(sides, args.precisions.split(","), peers)
         batch_sizes = [int(b) for b in args.trained_batch_sizes.split(",")]
         load_before = os.getloadavg()
-        rows, outputs = trained_rows(cases, lines, sides.vocabulary, batch_sizes, args.repeats)
+        rows, outputs = trained_rows(
+            cases, lines, sides.vocabulary, batch_sizes, args.repeats, sides.backend
+        )
     finally:
+        if "sides" in locals():
+            sides.close()
         shutil.rmtree(directory, ignore_errors=True)
     identical, differences = identical_outputs(rows, outputs, lines)
     print(
@@ -633,16 +754,17 @@ def trained_model_throughput(args, peers):
             for difference in differences:
                 print(f"#   {json.dumps(difference, ensure_ascii=False)}")
     print(
-        f"{'decoder':30} {'prec':>5} {'alpha':>5} {'batch':>5} {'sent/s':>8} {'tokens/s':>9} "
-        f"{'p50 ms':>7} {'p90 ms':>7} {'x ct2':>6} {'= ours':>6}"
+        f"{'decoder':30} {'prec':>5} {'on':>10} {'alpha':>5} {'batch':>5} {'sent/s':>8} "
+        f"{'tokens/s':>9} {'p50 ms':>7} {'p90 ms':>7} {'x ct2':>6} {'ct2 at':>6} {'= ours':>6}"
     )
     for row in rows:
         print(
-            f"{row['decoder']:30} {row['precision']:>5} {row['alpha']:>5} "
+            f"{row['decoder']:30} {row['precision']:>5} {row['backend']:>10} {row['alpha']:>5} "
             f"{row['batch_size']:>5} {row['sentences_per_second']:>8.2f} "
             f"{row['tokens_per_second']:>9.1f} {row.get('latency_p50_ms', float('nan')):>7.1f} "
             f"{row.get('latency_p90_ms', float('nan')):>7.1f} "
             f"{row['sentences_vs_ctranslate2'] or float('nan'):>6.2f} "
+            f"{row['vs_ctranslate2_precision'] or '-':>6} "
             f"{row.get('identical_to_ours', float('nan')):>6.1%}",
             flush=True,
         )
@@ -700,10 +822,14 @@ def main(argv=None):
     )
     parser.add_argument(
         "--precisions",
-        default="fp32,int8",
-        help="precisions of the --trained rows: CTranslate2's compute type, and ours where "
-        f"the library has it ({','.join(OUR_PRECISIONS)})",
+        default="fp32,int8,bf16",
+        help="precisions of the --trained rows: CTranslate2's compute type where it has it "
+        f"({','.join(CT2_COMPUTE_TYPES)}), and ours where the library has it "
+        f"({','.join(OUR_PRECISIONS)}; bf16 on a CPU with AVX512-BF16 or AMX)",
     )
+    # The CTranslate2 worker's own options.
+    parser.add_argument("--ct2-worker", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--ct2-compute-type", help=argparse.SUPPRESS)
     parser.add_argument(
         "--saved-model",
         metavar="DIR",
@@ -729,6 +855,8 @@ def main(argv=None):
         help="first lines of --source-file to translate (default: 500)",
     )
     args = parser.parse_args(argv)
+    if args.ct2_worker:
+        return ct2_worker(args.ct2_worker, args.ct2_compute_type, args.beam_size)
     if args.configs is None:
         args.configs = "" if args.trained else "small,base"
     if args.scaling_lengths is None:
