@@ -62,3 +62,17 @@ def test_translator_load_with_bf16(tmp_path, monkeypatch):
     outputs = translator.translate(SENTENCES[:4])
     # bfloat16 logits differ from float32 in the third digit: most outputs are the same.
     assert sum(a == b for a, b in zip(outputs, reference)) >= 3
+
+
+def test_translate_precision_int8_is_one_error_pointing_to_ctranslate2(tmp_path, capsys):
+    from keras_transformer.cli import main
+
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("a b\n")
+    output.write_text("an earlier translation\n")
+    command = ["translate", "--model", str(tmp_path / "run"), "-i", str(source), "-o", str(output)]
+    assert main([*command, "--precision", "int8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err
+    assert "'int8'" in err and "export --format ctranslate2 --quantization int8" in err
+    assert output.read_text() == "an earlier translation\n"

@@ -85,7 +85,8 @@ def add_model_arguments(parser):
     )
     add(
         "--precision",
-        choices=("float32", "bf16"),
+        # No argparse choices: check_precision's error points int8 to the CTranslate2 export.
+        metavar="{float32,bf16}",
         default="float32",
         help="bf16: decode with the weights cast to bfloat16 (CPUs with AVX512-BF16 or AMX; "
         "faster on larger vocabularies, see docs/translating.md); int8: export to CTranslate2",
