@@ -19,6 +19,11 @@ and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` instal
 
 Threads: `DECODE_THREADS` (default 2) for TensorFlow's intra-op pool and CTranslate2 alike.
 
+`--trained RUN --source-file F` decodes real sentences with a trained model instead: ours
+(fp32 at alpha 0 and 0.6, bf16 where the CPU has AVX512-BF16 or AMX), its SavedModel, and
+CTranslate2 fp32 and int8, each CTranslate2 precision in its own worker process on the GEMM
+library fastest for it (benchmarks/README.md has the protocol and the JSON fields).
+
 Usage (from the repository root):
     python -m benchmarks.decode_throughput                      # small and base, all peers
     python -m benchmarks.decode_throughput --configs small --repeats 1 --peers ours,ct2
