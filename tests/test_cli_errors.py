@@ -111,3 +111,19 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("keras-transformer info: interrupted;")
     assert "resumes" in err[0]
+
+
+@pytest.mark.parametrize("search", ["greedy", "sample"])
+def test_n_best_without_beam_search_is_one_error_before_the_load(search, tmp_path, capsys):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("a b\n")
+    output.write_text("an earlier translation\n")
+    # The model folder does not exist: the error must come before any load.
+    command = ["translate", "--model", str(tmp_path / "run"), "-i", str(source), "-o", str(output)]
+    assert main([*command, "--n-best", "2", "--search", search]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"keras-transformer translate: error: --n-best 2 needs beam search, but the search "
+        f"here is {search!r}: leave out --search {search}, or --n-best\n"
+    )
+    assert output.read_text() == "an earlier translation\n"

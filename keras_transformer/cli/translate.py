@@ -160,6 +160,11 @@ def translator_from_args(args, num_hypotheses=1):
     if args.search == "sample" and args.temperature <= 0:
         raise UserInputError("--temperature must be > 0")
     _refuse_sampling_flags_without_sampling(args)
+    if num_hypotheses > 1 and args.search != "beam":  # before the (slow) load
+        raise UserInputError(
+            f"--n-best {num_hypotheses} needs beam search, but the search here is "
+            f"{args.search!r}: leave out --search {args.search}, or --n-best"
+        )
     return Translator.load(
         args.model if len(args.model) > 1 else args.model[0],
         vocabulary=args.vocab,
