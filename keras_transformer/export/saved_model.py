@@ -38,8 +38,11 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
   `[batch]` float (the best hypothesis, as `serving_default`'s) and `alignment` `[batch]`
   string, its word alignment as Pharaoh pairs `"i-j ..."`
   (`keras_transformer.export.alignments`, as `translate(..., return_alignments=True)`).
-- Sampling (`--search sample`, `top_k`, `top_p`, `temperature`) is not exported: the
-  SavedModel searches with beam search only.
+- `translate_sample`: `text` `[batch]` string and `top_k` (0: off), `top_p` (1: off),
+  `temperature` (1), `max_extra_length` (the export's default) and `seed` int64 (0); outputs
+  `translation` `[batch]` string, one sample per text, and `score` `[batch]` float32, its
+  log-probability. The same seed gives the same sample (stateless noise,
+  `keras_transformer.export.sampling`); out-of-range settings fail with InvalidArgument.
 
 Tokenization and detokenization run in the graph with tensorflow-text's SentencePiece ops,
 which the stock TF Serving binary links.
@@ -109,7 +112,7 @@ def export_saved_model(
     from keras_transformer.data.vocabulary import load_vocabulary
     from keras_transformer.decoding.alignment import piece_classes
     from keras_transformer.decoding.settings import check_decoding_settings
-    from keras_transformer.export import alignments
+    from keras_transformer.export import alignments, sampling
     from keras_transformer.export.signatures import ServingFunctions
 
     if keras.backend.backend() != "tensorflow":
@@ -206,6 +209,11 @@ def export_saved_model(
                 piece_classes(vocabulary, model.config.vocab_size),
             ),
             input_signature=alignments.alignment_signature(),
+        )
+        archive.add_endpoint(
+            "translate_sample",
+            sampling.translate_sample(functions),
+            input_signature=sampling.sampling_signature(),
         )
         archive.write_out(str(staging_dir), verbose=False)
         extra = staging_dir / "assets.extra"
