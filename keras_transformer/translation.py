@@ -378,9 +378,9 @@ class Translator:
         return padded_rows(indices, width, self.batch_tokens, self.batch_size)
 
     def _source_batch(self, encoded, indices):
+        """`[len(indices), width]` ids padded with pad, width bucketed (`padded_width`)."""
         longest = max(len(encoded[i]) for i in indices)
-        width = -(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
-        width = min(width, self.max_source_length)
+        width = padded_width(longest, LENGTH_MULTIPLE, self.max_source_length)
         batch = np.full((len(indices), width), self.decoder.pad_id, "int32")
         for row, i in enumerate(indices):
             batch[row, : len(encoded[i])] = encoded[i]
@@ -428,19 +428,11 @@ class Translator:
         return prefixes if any(prefixes) else None
 
     def _prefix_batch(self, prefixes, indices):
-        """`[len(indices), width]` prefix ids padded with pad (width a multiple of
-        `LENGTH_MULTIPLE`, for few traced shapes), or None when no row has a prefix."""
+        """The rows' prefix ids padded as a source batch is (a prefix is shorter than the
+        model's `max_length`), or None when no row has a prefix."""
         if prefixes is None or not any(prefixes[i] for i in indices):
             return None
-        longest = max(len(prefixes[i]) for i in indices)
-        batch = np.full(
-            (len(indices), -(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE),
-            self.decoder.pad_id,
-            "int32",
-        )
-        for row, i in enumerate(indices):
-            batch[row, : len(prefixes[i])] = prefixes[i]
-        return batch
+        return self._source_batch(prefixes, indices)
 
     # -- search ----------------------------------------------------------------------------
 

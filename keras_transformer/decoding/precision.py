@@ -1,12 +1,9 @@
 """Decoding in reduced precision: a model's weights cast to bfloat16 for inference.
 
-bfloat16 decoding ran at 1.19-1.44x float32 on a Multi30k model (10000 pieces, 4 layers) and
-0.82x on the quickstart model (1000 pieces, 2 layers), BLEU within 0.12, on a CPU with
-AVX512-BF16 (docs/decisions.md#bfloat16-decoding). Without AVX512-BF16 or AMX, TensorFlow's
-bfloat16 matmul runs at a fraction of its float32 rate (benchmarks/README.md,
-train_throughput), so it is refused there. int8 is not offered: `keras.Model.quantize("int8")`
-decoded at 0.29-0.71x float32; CTranslate2's int8 export is the int8 path
-(docs/decisions.md#no-int8-decoding).
+An opt-in option, not shown to pay (docs/decisions.md#bfloat16-decoding); refused on CPUs
+without AVX512-BF16 or AMX, where TensorFlow's bfloat16 matmul runs at a fraction of its
+float32 rate (benchmarks/README.md, train_throughput). int8 is not offered: CTranslate2's
+int8 export is the int8 path (docs/decisions.md#no-int8-decoding).
 """
 
 import pathlib
