@@ -206,8 +206,9 @@ class Transformer(keras.Model):
             cache=cache,
             cache_update_index=step,
         )
-        logits = ops.cast(self.output_projection(hidden, reverse=True), "float32")
-        return logits[:, -1, :], cache
+        # The last position only, as a 2-D product (no `tensordot` shape ops at each step).
+        logits = self.output_projection(hidden[:, -1, :], reverse=True)
+        return ops.cast(logits, "float32"), cache
 
     def get_config(self):
         dtype = self._dtype_argument

@@ -8,6 +8,7 @@ import pytest
 from keras import ops
 
 from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search
+from keras_transformer.decoding.beam_search import drops_finished_sentences
 from keras_transformer.decoding.incremental import FIRST_CACHE_LENGTH
 from keras_transformer.translation import compile_search
 from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder, full_log_probs, tiny_model
@@ -118,3 +119,30 @@ def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
     result = run(long_running)
     assert int(ops.convert_to_numpy(result.lengths)[0, 0]) == 63  # ran to the cap
     assert long_running.grown_to == [32, 63]
+
+
+class RowCountingDecoder(MarkovDecoder):
+    """A scripted decoder that records how many rows each step decodes."""
+
+    def __init__(self, table, max_length=32):
+        super().__init__(table, max_length)
+        self.rows = []
+
+    def step(self, token_ids, static, dynamic, step):
+        self.rows.append(int(ops.shape(token_ids)[0]))
+        return super().step(token_ids, static, dynamic, step)
+
+
+def test_finished_sentences_leave_the_running_batch():
+    # No eos: each sentence runs to its cap, its source length + 3 (5 and 8 output tokens).
+    sources = np.array([[6, EOS, PAD, PAD, PAD], [6, 7, 6, 7, EOS]], "int32")
+    search = BeamSearch(beam_size=2, alpha=0.0, max_extra_length=3)
+    decoder = RowCountingDecoder(eos_table(8, eos_after=False))
+    result = search(decoder, sources)
+    assert ops.convert_to_numpy(result.lengths)[:, 0].tolist() == [5, 8]
+    # Two sentences of two beams until the first is done; then one (JAX keeps both).
+    later_rows = 2 if drops_finished_sentences() else 4
+    assert decoder.rows == [4] * 5 + [later_rows] * 3
+    alone = search(RowCountingDecoder(eos_table(8, eos_after=False)), sources[1:])
+    for batch, single in zip(result, alone):
+        np.testing.assert_array_equal(ops.convert_to_numpy(batch)[1:], ops.convert_to_numpy(single))

@@ -20,8 +20,15 @@ only grows, so an alive hypothesis with log-probability s can reach at most
 s / lp(length cap). A sentence is done when its `num_hypotheses`-th best finished score is at
 least that bound for its best alive hypothesis: nothing alive can enter the n-best any more.
 The loop stops when every sentence is done or at the longest cap.
+
+A sentence that is done leaves the running batch: its beams, caches and source state are
+dropped, so later steps spend no work on it (as CTranslate2 does; real text finishes at
+scattered steps). JAX compiles loops over fixed shapes, so there it stays in the batch, masked.
 """
 
+import collections
+
+import keras
 from keras import ops
 
 from keras_transformer.decoding.incremental import (
@@ -46,11 +53,12 @@ def _gather_beams(values, indices):
     return ops.reshape(gathered, (batch_size, ops.shape(indices)[1]) + tuple(ops.shape(values)[2:]))
 
 
-def _gather_flat_beams(values, indices, beam_size):
-    """As `_gather_beams` for `values` `[batch * beams, ...]` (the decoder's layout)."""
-    batch_size = ops.shape(indices)[0]
-    flat_indices = ops.reshape(ops.arange(batch_size)[:, None] * beam_size + indices, (-1,))
-    return ops.take(values, flat_indices, axis=0)
+def _flat_beam_indices(parent_beams, beam_size, sentences=None):
+    """Rows of the decoder's `[batch * beams, ...]` layout: `sentences[b] * beam_size +
+    parent_beams[b, j]` (`sentences` defaults to `0 .. batch - 1`)."""
+    if sentences is None:
+        sentences = ops.arange(ops.shape(parent_beams)[0], dtype="int32")
+    return ops.reshape(sentences[:, None] * beam_size + parent_beams, (-1,))
 
 
 def _tile_beams(values, beam_size):
@@ -62,6 +70,19 @@ def _map_nest(fn, nest):
     if isinstance(nest, (tuple, list)):
         return type(nest)(_map_nest(fn, item) for item in nest)
     return None if nest is None else fn(nest)
+
+
+def drops_finished_sentences():
+    """Whether the running batch shrinks as its sentences finish: not under JAX, whose
+    compiled loops keep fixed shapes (there, done sentences stay in the batch, masked)."""
+    return keras.backend.backend() != "jax"
+
+
+# One step's 2k best extensions of the alive hypotheses: ids `[n, 2k, length]`, log-probs,
+# last tokens, parent beams, whether each ends (eos or the cap) and whether it finishes.
+_Candidates = collections.namedtuple(
+    "_Candidates", ["ids", "log_probs", "tokens", "beams", "ends", "finishes"]
+)
 
 
 class BeamSearch:
@@ -121,121 +142,128 @@ class BeamSearch:
         k = self.beam_size
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         batch_size = ops.shape(source_ids)[0]
-        vocab_size = decoder.vocab_size
         caps, buffer_length = max_output_lengths(
             source_ids, decoder.pad_id, self.max_extra_length, decoder.max_length
         )
         lengths = cache_lengths(decoder, buffer_length)
+        sentences = ops.arange(batch_size, dtype="int32")
+        if drops_finished_sentences():
+            # A running batch of unknown size from the start, so that the loop may shrink it.
+            sentences = ops.cast(ops.nonzero(ops.ones((batch_size,), "bool"))[0], "int32")
+            source_ids, caps = ops.take(source_ids, sentences, 0), ops.take(caps, sentences, 0)
         # Each sentence is encoded once and its state copied to its k beams: encoding the
         # tiled source would run the encoder (and the cross-attention projections) k times.
         static, dynamic = _map_nest(
             lambda value: _tile_beams(value, k), decoder.initial_state(source_ids, lengths[0])
         )
-        positions = ops.arange(buffer_length)
-        candidate_ranks = ops.arange(2 * k)[None, :]
-        cap_penalty = length_penalty(caps, self.alpha)[:, None]  # [batch, 1]
+        rows = (static,)
         if prefix_ids is not None:
-            prefix_ids = _tile_beams(ops.convert_to_tensor(prefix_ids, "int32"), k)
+            prefixes = ops.take(ops.convert_to_tensor(prefix_ids, "int32"), sentences, 0)
+            rows = (static, _tile_beams(prefixes, k))
+        running_size = ops.shape(source_ids)[0]
+        running = (sentences, caps, ops.zeros((running_size,), "bool"))
+        state = (
+            ops.convert_to_tensor(0, "int32"),
+            running,
+            _first_alive(running_size, k, buffer_length, decoder),
+            _no_finished(batch_size, k, buffer_length, decoder.pad_id),
+            rows,
+            dynamic,
+        )
 
-        def not_done(step, alive, finished, done, dynamic):
-            return ops.logical_and(step < buffer_length, ops.logical_not(ops.all(done)))
+        def not_done(step, running, *_):
+            return ops.logical_and(step < buffer_length, ops.logical_not(ops.all(running[2])))
 
-        def one_step(step, alive, finished, done, dynamic):
-            alive_ids, alive_log_probs, alive_tokens = alive
+        def one_step(step, running, alive, finished, rows, dynamic):
             log_probs, dynamic = decoder.step(
-                ops.reshape(alive_tokens, (-1, 1)), static, dynamic, step
+                ops.reshape(alive[2], (-1, 1)), rows[0], dynamic, step
             )
             log_probs = forbid_tokens(log_probs, (decoder.pad_id, decoder.bos_id))
             log_probs = forbid_early_eos(log_probs, decoder.eos_id, step, self.min_length)
-            if prefix_ids is not None:
-                log_probs = force_prefix(log_probs, prefix_ids, step, decoder.pad_id)
-            log_probs = ops.reshape(log_probs, (batch_size, k, vocab_size))
+            if len(rows) > 1:
+                log_probs = force_prefix(log_probs, rows[1], step, decoder.pad_id)
+            candidates = self._candidates(log_probs, alive, step, running[1], decoder)
+            alive, parent_beams = self._next_alive(candidates, running[2])
+            finished, running_scores = self._next_finished(
+                finished, candidates, running[0], step + 1
+            )
+            running = self._check_done(running, alive[1], running_scores)
+            running, alive, rows, dynamic = _drop_finished(
+                running, alive, rows, dynamic, parent_beams, k
+            )
+            return step + 1, running, alive, finished, rows, dynamic
 
-            # The 2k best one-token extensions of the alive hypotheses.
-            candidates = ops.reshape(
-                alive_log_probs[:, :, None] + log_probs, (batch_size, k * vocab_size)
-            )
-            candidate_log_probs, flat_indices = ops.top_k(candidates, 2 * k)
-            candidate_beams = flat_indices // vocab_size
-            candidate_tokens = ops.cast(flat_indices % vocab_size, "int32")
-            candidate_ids = _gather_beams(alive_ids, candidate_beams)
-            candidate_ids = ops.where(
-                positions[None, None, :] == step, candidate_tokens[:, :, None], candidate_ids
-            )
-            length = step + 1
-            real = candidate_log_probs > NEG_INF / 2
-            ends = ops.logical_or(candidate_tokens == decoder.eos_id, (length >= caps)[:, None])
-            finishes = ends & real & (candidate_ranks < k)
-
-            # Alive: the k best candidates that go on.
-            going_on = ops.where(ends, NEG_INF, candidate_log_probs)
-            alive_log_probs, picks = ops.top_k(going_on, k)
-            alive_log_probs = ops.where(alive_log_probs > NEG_INF / 2, alive_log_probs, NEG_INF)
-            alive_log_probs = ops.where(done[:, None], NEG_INF, alive_log_probs)
-            alive_ids = _gather_beams(candidate_ids, picks)
-            alive_tokens = ops.take_along_axis(candidate_tokens, picks, axis=1)
-            parent_beams = ops.take_along_axis(candidate_beams, picks, axis=1)
-            dynamic = _map_nest(lambda cache: _gather_flat_beams(cache, parent_beams, k), dynamic)
-
-            # Finished: the k best of the old finished set and the candidates that finish.
-            finished_ids, finished_log_probs, finished_scores, finished_lengths = finished
-            candidate_scores = candidate_log_probs / length_penalty(length, self.alpha)
-            pool_scores = ops.concatenate(
-                [finished_scores, ops.where(finishes, candidate_scores, NEG_INF)], axis=1
-            )
-            finished_scores, picks = ops.top_k(pool_scores, k)
-            finished_ids = _gather_beams(
-                ops.concatenate([finished_ids, candidate_ids], axis=1), picks
-            )
-            finished_log_probs = ops.take_along_axis(
-                ops.concatenate([finished_log_probs, candidate_log_probs], axis=1), picks, axis=1
-            )
-            finished_lengths = ops.take_along_axis(
-                ops.concatenate(
-                    [finished_lengths, ops.full((batch_size, 2 * k), length, "int32")], axis=1
-                ),
-                picks,
-                axis=1,
-            )
-
-            # Early exit: can the best alive hypothesis still beat the n-th best finished one?
-            best_alive = alive_log_probs[:, 0]
-            bound = best_alive / cap_penalty[:, 0]
-            nth_finished = finished_scores[:, self.num_hypotheses - 1]
-            done = done | (best_alive <= NEG_INF / 2) | (nth_finished >= bound)
-            return (
-                step + 1,
-                (alive_ids, alive_log_probs, alive_tokens),
-                (finished_ids, finished_log_probs, finished_scores, finished_lengths),
-                done,
-                dynamic,
-            )
-
-        # Only beam 0 starts alive, so that step 0 does not pick k copies of one token.
-        first_alive = ops.concatenate(
-            [ops.zeros((batch_size, 1)), ops.full((batch_size, k - 1), NEG_INF)], axis=1
-        )
-        alive = (
-            ops.full((batch_size, k, buffer_length), decoder.pad_id, "int32"),
-            ops.cast(first_alive, "float32"),
-            ops.full((batch_size, k), decoder.bos_id, "int32"),
-        )
-        finished = (
-            ops.full((batch_size, k, buffer_length), decoder.pad_id, "int32"),
-            ops.full((batch_size, k), NEG_INF, "float32"),
-            ops.full((batch_size, k), NEG_INF, "float32"),
-            ops.zeros((batch_size, k), "int32"),
-        )
-        state = (
-            ops.convert_to_tensor(0, "int32"),
-            alive,
-            finished,
-            ops.zeros((batch_size,), "bool"),
-            dynamic,
-        )
-        _, _, finished, _, _ = decoding_loop(decoder, not_done, one_step, state, lengths)
+        _, _, _, finished, _, _ = decoding_loop(decoder, not_done, one_step, state, lengths)
         ids, log_probs, scores, lengths = (value[:, : self.num_hypotheses] for value in finished)
         return SearchResult(ids, lengths, log_probs, scores)
+
+    def _candidates(self, log_probs, alive, step, caps, decoder):
+        """The 2k best one-token extensions of the alive hypotheses (`_Candidates`)."""
+        alive_ids, alive_log_probs, _ = alive
+        k, vocab_size = self.beam_size, decoder.vocab_size
+        running_size = ops.shape(alive_log_probs)[0]
+        log_probs = ops.reshape(log_probs, (running_size, k, vocab_size))
+        totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (running_size, -1))
+        candidate_log_probs, flat_indices = ops.top_k(totals, 2 * k)
+        beams = flat_indices // vocab_size
+        tokens = ops.cast(flat_indices % vocab_size, "int32")
+        positions = ops.arange(ops.shape(alive_ids)[2])
+        ids = ops.where(
+            positions[None, None, :] == step, tokens[:, :, None], _gather_beams(alive_ids, beams)
+        )
+        real = candidate_log_probs > NEG_INF / 2
+        ends = ops.logical_or(tokens == decoder.eos_id, (step + 1 >= caps)[:, None])
+        finishes = ends & real & (ops.arange(2 * k)[None, :] < k)
+        return _Candidates(ids, candidate_log_probs, tokens, beams, ends, finishes)
+
+    def _next_alive(self, candidates, done):
+        """The k best candidates that go on, and the beam each one extends."""
+        going_on = ops.where(candidates.ends, NEG_INF, candidates.log_probs)
+        log_probs, picks = ops.top_k(going_on, self.beam_size)
+        log_probs = ops.where(log_probs > NEG_INF / 2, log_probs, NEG_INF)
+        log_probs = ops.where(done[:, None], NEG_INF, log_probs)
+        alive = (
+            _gather_beams(candidates.ids, picks),
+            log_probs,
+            ops.take_along_axis(candidates.tokens, picks, axis=1),
+        )
+        return alive, ops.take_along_axis(candidates.beams, picks, axis=1)
+
+    def _next_finished(self, finished, candidates, sentences, length):
+        """The k best of each running sentence's finished set and its candidates that finish,
+        written back into the whole batch's `finished`; also the running sentences' scores."""
+        k = self.beam_size
+        old_ids, old_log_probs, old_scores, old_lengths = (
+            ops.take(value, sentences, axis=0) for value in finished
+        )
+        candidate_scores = candidates.log_probs / length_penalty(length, self.alpha)
+        pool_scores = ops.concatenate(
+            [old_scores, ops.where(candidates.finishes, candidate_scores, NEG_INF)], axis=1
+        )
+        scores, picks = ops.top_k(pool_scores, k)
+        ids = _gather_beams(ops.concatenate([old_ids, candidates.ids], axis=1), picks)
+        log_probs = ops.take_along_axis(
+            ops.concatenate([old_log_probs, candidates.log_probs], axis=1), picks, axis=1
+        )
+        new_lengths = ops.full((ops.shape(sentences)[0], 2 * k), length, "int32")
+        lengths = ops.take_along_axis(
+            ops.concatenate([old_lengths, new_lengths], axis=1), picks, axis=1
+        )
+        updated = tuple(
+            ops.scatter_update(whole, sentences[:, None], part)
+            for whole, part in zip(finished, (ids, log_probs, scores, lengths))
+        )
+        return updated, scores
+
+    def _check_done(self, running, alive_log_probs, finished_scores):
+        """Early exit: a sentence is done once its best alive hypothesis cannot beat its n-th
+        best finished one (or nothing is alive)."""
+        sentences, caps, done = running
+        best_alive = alive_log_probs[:, 0]
+        bound = best_alive / length_penalty(caps, self.alpha)
+        nth_finished = finished_scores[:, self.num_hypotheses - 1]
+        done = done | (best_alive <= NEG_INF / 2) | (nth_finished >= bound)
+        return sentences, caps, done
 
     def get_config(self):
         return {
@@ -245,6 +273,50 @@ class BeamSearch:
             "num_hypotheses": self.num_hypotheses,
             "min_length": self.min_length,
         }
+
+
+def _first_alive(running_size, beam_size, buffer_length, decoder):
+    """The alive set before step 0: bos, and only beam 0 alive, so that step 0 does not pick
+    k copies of one token."""
+    first_log_probs = ops.concatenate(
+        [ops.zeros((running_size, 1)), ops.full((running_size, beam_size - 1), NEG_INF)], axis=1
+    )
+    return (
+        ops.full((running_size, beam_size, buffer_length), decoder.pad_id, "int32"),
+        ops.cast(first_log_probs, "float32"),
+        ops.full((running_size, beam_size), decoder.bos_id, "int32"),
+    )
+
+
+def _no_finished(batch_size, beam_size, buffer_length, pad_id):
+    """An empty finished set for the whole batch: ids, log-probs, scores, lengths."""
+    return (
+        ops.full((batch_size, beam_size, buffer_length), pad_id, "int32"),
+        ops.full((batch_size, beam_size), NEG_INF, "float32"),
+        ops.full((batch_size, beam_size), NEG_INF, "float32"),
+        ops.zeros((batch_size, beam_size), "int32"),
+    )
+
+
+def _drop_finished(running, alive, rows, dynamic, parent_beams, beam_size):
+    """The next step's running batch: the caches reordered by parent beam, and the sentences
+    that are done dropped (their outputs are final), so that no later step spends work on
+    them, as CTranslate2 does. Under JAX they stay (`drops_finished_sentences`)."""
+    if not drops_finished_sentences():
+        flat = _flat_beam_indices(parent_beams, beam_size)
+        return running, alive, rows, _map_nest(lambda cache: ops.take(cache, flat, 0), dynamic)
+    keep = ops.cast(ops.nonzero(ops.logical_not(running[2]))[0], "int32")
+    flat = _flat_beam_indices(ops.take(parent_beams, keep, 0), beam_size, keep)
+    dynamic = _map_nest(lambda cache: ops.take(cache, flat, 0), dynamic)
+    kept_rows = ops.reshape(keep[:, None] * beam_size + ops.arange(beam_size)[None, :], (-1,))
+    rows = ops.cond(
+        ops.shape(keep)[0] == ops.shape(running[2])[0],
+        lambda: rows,
+        lambda: _map_nest(lambda value: ops.take(value, kept_rows, 0), rows),
+    )
+    running = _map_nest(lambda value: ops.take(value, keep, 0), running)
+    alive = _map_nest(lambda value: ops.take(value, keep, 0), alive)
+    return running, alive, rows, dynamic
 
 
 def beam_search(

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.shapes import dense_on_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -56,8 +57,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
 
     def call(self, x, training=None):
-        hidden = self.relu_dropout_layer(self.inner_dense(x), training=training)
-        return self.output_dense(hidden)
+        hidden = self.relu_dropout_layer(dense_on_rows(self.inner_dense, x), training=training)
+        return dense_on_rows(self.output_dense, hidden)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)

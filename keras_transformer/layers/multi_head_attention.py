@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
+from keras_transformer.layers.shapes import dense_on_rows, leading_dims
 
 
 def _heads_first(x):
@@ -23,12 +24,14 @@ def _write_cache(cache, update, index):
     update = ops.cast(update, cache.dtype)
     if update.shape[2] != 1:
         return ops.slice_update(cache, (0, 0, index, 0), update)
-    batch_size, num_heads = ops.shape(cache)[0], ops.shape(cache)[1]
-    batch_index = ops.repeat(ops.arange(batch_size, dtype="int32"), num_heads)
-    head_index = ops.tile(ops.arange(num_heads, dtype="int32"), [batch_size])
-    step_index = ops.zeros_like(batch_index) + ops.cast(index, "int32")
-    indices = ops.stack([batch_index, head_index, step_index], axis=1)
-    return ops.scatter_update(cache, indices, ops.reshape(update, (-1, ops.shape(update)[-1])))
+    # As `[batch * heads, length, dim]` rows, each written at (row, index): fewer index ops
+    # per step than (batch, head, index) triples.
+    rows = ops.reshape(cache, (-1,) + tuple(ops.shape(cache)[2:]))
+    row_updates = ops.reshape(update, (-1, update.shape[-1]))
+    row_index = ops.arange(ops.shape(row_updates)[0], dtype="int32")
+    indices = ops.stack([row_index, ops.zeros_like(row_index) + ops.cast(index, "int32")], axis=1)
+    written = ops.scatter_update(rows, indices, row_updates)
+    return ops.reshape(written, leading_dims(cache, 2) + tuple(ops.shape(cache)[2:]))
 
 
 def grow_cache(cache, max_length):
@@ -153,13 +156,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
 
     def _split_heads(self, x, head_dim):
-        return ops.reshape(x, ops.shape(x)[:-1] + (self.num_heads, head_dim))
+        return ops.reshape(x, leading_dims(x, len(x.shape) - 1) + (self.num_heads, head_dim))
 
     def _keys_values(self, value):
         """Projects `value` into keys and values `[batch, length, heads, dim]`."""
         return (
-            self._split_heads(self.key_dense(value), self.key_dim),
-            self._split_heads(self.value_dense(value), self.value_dim),
+            self._split_heads(dense_on_rows(self.key_dense, value), self.key_dim),
+            self._split_heads(dense_on_rows(self.value_dense, value), self.value_dim),
         )
 
     def compute_cache(self, value):
@@ -179,7 +182,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """softmax(Q K^T / sqrt(d_k)) per head, `[batch, heads, target_length, source_length]`:
         where each query looks (the paper's figures 3-5)."""
         value = query if value is None else value
-        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        queries = self._split_heads(dense_on_rows(self.query_dense, query), self.key_dim)
         keys, _ = self._keys_values(value)
         logits = ops.einsum("btnh,bsnh->bnts", queries, keys) / (self.key_dim**0.5)
         if attention_mask is not None:
@@ -196,7 +199,7 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         value = query if value is None else value
-        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        queries = self._split_heads(dense_on_rows(self.query_dense, query), self.key_dim)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, 1)
         if cache is None:
             keys, values = self._keys_values(value)
@@ -209,7 +212,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     _write_cache(cache[1], new_values, cache_update_index),
                 )
             heads = _attend_heads_first(queries, cache[0], cache[1], mask)
-        output = self.output_dense(ops.reshape(heads, ops.shape(heads)[:-2] + (-1,)))
+        merged = ops.reshape(heads, leading_dims(heads, 2) + (self.num_heads * self.value_dim,))
+        output = dense_on_rows(self.output_dense, merged)
         return output if cache is None else (output, cache)
 
     def compute_output_shape(self, query_shape, value_shape=None):
