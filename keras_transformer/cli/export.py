@@ -2,6 +2,7 @@
 ours (text in, beam search in the graph, text out), or with `--format ctranslate2` a
 CTranslate2 model directory (docs/ctranslate2.md)."""
 
+from keras_transformer.decoding.precision import FAST_FLAGS, check_precision
 from keras_transformer.errors import UserInputError
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS
 from keras_transformer.export.saved_model import (
@@ -27,6 +28,7 @@ SAVED_MODEL_OPTIONS = {
     "beam_size": DEFAULT_BEAM_SIZE,
     "alpha": DEFAULT_ALPHA,
     "max_extra_length": DEFAULT_MAX_EXTRA_LENGTH,
+    "precision": "float32",
 }
 CTRANSLATE2_OPTIONS = {"output": None, "quantization": None, "overwrite": False}
 
@@ -99,6 +101,14 @@ def add_arguments(parser):
         f"{DEFAULT_MAX_EXTRA_LENGTH}, paper 6.1)",
     )
     parser.add_argument(
+        "--precision",
+        # No argparse choices: check_precision's error points int8 to the CTranslate2 export.
+        metavar="{float32,bf16}",
+        default="float32",
+        help="saved_model: bf16 exports the weights and compute in bfloat16 (opt-in, for "
+        "CPUs with AVX512-BF16 or AMX, docs/serving.md); default: float32",
+    )
+    parser.add_argument(
         "--output",
         default=None,
         metavar="DIR",
@@ -144,6 +154,22 @@ def _check_options(args):
         )
 
 
+def _check_precision(precision):
+    """`check_precision` on this machine's CPU, worded for an export: the model runs on the
+    serving machine, which needs the same instructions."""
+    try:
+        check_precision(precision)
+    except UserInputError:
+        if precision not in FAST_FLAGS:
+            raise
+        needed = " or ".join(FAST_FLAGS[precision])
+        raise UserInputError(
+            f"--precision {precision} needs a CPU with {needed} to run faster than float32, "
+            f"and this machine's CPU has neither; the machine that serves the model needs one "
+            "of them too: export on such a machine, or leave --precision out (float32)"
+        ) from None
+
+
 def _vocabulary(args, files):
     vocabulary = args.vocab or files["vocabulary"]
     if vocabulary is None:
@@ -184,6 +210,7 @@ def _run_ctranslate2(args):
 
 
 def run(args):
+    from keras_transformer.decoding.precision import with_precision
     from keras_transformer.export import export_saved_model
     from keras_transformer.translation import load_model
 
@@ -196,9 +223,10 @@ def run(args):
             f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
             "--beam-size or raise --max-beam-size"
         )
+    _check_precision(args.precision)  # before the (slow) load
     model, files = load_model(args.model)
     path = export_saved_model(
-        model,
+        with_precision(model, args.precision),
         _vocabulary(args, files),
         args.name,
         version=args.version,

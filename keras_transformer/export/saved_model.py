@@ -78,6 +78,12 @@ def next_version(model_dir):
     return versions[-1] + 1 if versions else 1
 
 
+def _precision(model):
+    """The precision of `model`'s weights, as `keras-transformer export --precision` names it:
+    "bf16" for a `with_precision(model, "bf16")` copy, else "float32"."""
+    return "bf16" if any(w.dtype == "bfloat16" for w in model.weights) else "float32"
+
+
 def export_saved_model(
     model,
     vocabulary,
@@ -92,7 +98,8 @@ def export_saved_model(
     """Writes `base_dir/name/version/` and returns its path.
 
     Args:
-        model: a `keras_transformer.Transformer` (TensorFlow backend).
+        model: a `keras_transformer.Transformer` (TensorFlow backend); a
+            `with_precision(model, "bf16")` copy exports in bfloat16 (`--precision bf16`).
         vocabulary: the vocabulary the model was trained with: a `SubwordVocabulary`, the
             path of its `.model` file, or the `tokenizer` a loaded `.keras` model carries.
         name: the model name, TF Serving's `--model_name`.
@@ -223,6 +230,7 @@ def export_saved_model(
                 {
                     "model_config": model.config.to_dict(),
                     "max_beam_size": max_beam_size,
+                    "precision": _precision(model),
                     "defaults": {
                         "beam_size": beam_size,
                         "alpha": alpha,
