@@ -164,8 +164,9 @@ def _check_precision(precision):
             raise
         needed = " or ".join(FAST_FLAGS[precision])
         raise UserInputError(
-            f"--precision {precision} needs a CPU with {needed} to run faster than float32, "
-            f"and this machine's CPU has neither; the machine that serves the model needs one "
+            f"--precision {precision} needs a CPU with {needed} (without them bfloat16 products "
+            "run at a fraction of float32's speed), and this machine's CPU has neither; the "
+            "machine that serves the model needs one "
             "of them too: export on such a machine, or leave --precision out (float32)"
         ) from None
 

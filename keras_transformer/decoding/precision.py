@@ -41,8 +41,9 @@ def check_precision(precision, flags=None):
     flags = cpu_flags() if flags is None else flags
     if not any(flag in flags for flag in needed):
         raise UserInputError(
-            f"precision {precision!r} needs a CPU with {' or '.join(needed)} to run faster than "
-            "float32, and this one has neither; leave --precision out (float32)"
+            f"precision {precision!r} needs a CPU with {' or '.join(needed)} (without them "
+            "bfloat16 products run at a fraction of float32's speed), and this one has neither; "
+            "leave --precision out (float32)"
         )
 
 
