@@ -57,3 +57,14 @@ def data_dir():
     if not path.is_dir():
         pytest.skip(f"KT_DATA_DIR={location} is not a directory")
     return path
+
+
+@pytest.fixture(scope="session")
+def shared_export(tmp_path_factory):
+    """The SavedModel that the signature tests share (tests/_export_fixtures.py): one tiny
+    character model exported once per run, with its model and vocabulary in-process."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("SavedModel export needs the TensorFlow backend")
+    from tests import _export_fixtures
+
+    return _export_fixtures.shared_export(tmp_path_factory)

@@ -300,12 +300,13 @@ def test_hostile_inputs_give_one_output_each_in_order(exported):
 
 
 def test_concurrent_calls(exported):
-    # 8 threads at once, 25 calls each; benchmarks/serving_soak.py is the long soak (8 x 1000).
+    # 8 threads at once, each sending every sentence once, so each sentence is served 8 times
+    # concurrently; benchmarks/serving_soak.py is the long soak (8 x 1000).
     errors, results = [], []
 
     def worker(seed):
         try:
-            for call in range(25):
+            for call in range(len(SENTENCES)):
                 text = SENTENCES[(seed + call) % len(SENTENCES)]
                 out = _serve(exported, [text], beam_size=1, max_extra_length=2)
                 results.append((text, out["translation"][0]))
@@ -318,7 +319,7 @@ def test_concurrent_calls(exported):
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(results) == 200
+    assert len(results) == 8 * len(SENTENCES)
     assert len({(text, out) for text, out in results}) == len(SENTENCES)  # deterministic
 
 

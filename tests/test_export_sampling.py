@@ -8,39 +8,30 @@ from keras import ops
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.decoding import greedy_search, sample
 from keras_transformer.decoding.length_penalty import max_output_lengths
-from tests._decoding_fixtures import EOS, PAD, tiny_model, train_char_vocabulary
+from tests._decoding_fixtures import EOS, PAD
+from tests._export_fixtures import SETTINGS
 
 tf = pytest.importorskip("tensorflow")
 
 TEXTS = ["the cat sat", "a dog", "", "hello", "it rains"]
-MAX_EXTRA_LENGTH = 6
+MAX_EXTRA_LENGTH = SETTINGS["max_extra_length"]
 
 
 @pytest.fixture(scope="module")
-def vocabulary_path(tmp_path_factory):
-    return train_char_vocabulary(tmp_path_factory.mktemp("vocab"))
+def vocabulary_path(shared_export):
+    return shared_export.vocabulary_path
 
 
 @pytest.fixture(scope="module")
-def model(vocabulary_path):
-    size = SubwordVocabulary(vocabulary_path).size
-    return tiny_model(vocab_size=size, max_length=48, seed=5, sharpen=2.0)
+def model(shared_export):
+    return shared_export.model
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, vocabulary_path, model):
-    from keras_transformer.export import export_saved_model
-
-    path = export_saved_model(
-        model,
-        vocabulary_path,
-        "sampling",
-        base_dir=tmp_path_factory.mktemp("export"),
-        max_beam_size=1,
-        beam_size=1,
-        max_extra_length=MAX_EXTRA_LENGTH,
-    )
-    return path, tf.saved_model.load(str(path))
+def exported(shared_export):
+    """The shared export (tests/_export_fixtures.py): max_length 48, the requests'
+    max_extra_length its default."""
+    return shared_export.path, shared_export.loaded
 
 
 def request(loaded, texts=TEXTS, top_k=0, top_p=1.0, temperature=1.0, seed=0):

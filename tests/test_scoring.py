@@ -109,21 +109,13 @@ def test_score_errors_name_the_input():
         translator.score(["ab"], [3])
 
 
-def test_saved_model_score_pairs_equals_translator_score(tmp_path):
-    import keras
+def test_saved_model_score_pairs_equals_translator_score(shared_export):
     import tensorflow as tf
 
-    from keras_transformer.export import export_saved_model
-    from tests._decoding_fixtures import SENTENCES, train_char_vocabulary
+    from tests._decoding_fixtures import SENTENCES
 
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("SavedModel export needs the TensorFlow backend")
-    vocabulary = train_char_vocabulary(tmp_path)
-    model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
-    path = export_saved_model(
-        model, vocabulary, "tiny", base_dir=tmp_path / "models", max_beam_size=1, beam_size=1
-    )
-    score_pairs = tf.saved_model.load(str(path)).signatures["score_pairs"]
+    model, vocabulary = shared_export.model, shared_export.vocabulary_path
+    score_pairs = shared_export.loaded.signatures["score_pairs"]
     sources = SENTENCES[:6] + [""]
     targets = SENTENCES[3:9] + ["a dog"]
     served = score_pairs(source=tf.constant(sources), target=tf.constant(targets))["score"]

@@ -22,6 +22,7 @@ from tests._decoding_fixtures import (
     tiny_model,
     train_char_vocabulary,
 )
+from tests._export_fixtures import SETTINGS
 
 SOURCES = np.array([[4, 5, 6, 7, EOS], [8, 9, EOS, PAD, PAD], [5, 5, 10, EOS, PAD]], "int32")
 # Row 0: three forced tokens, row 1: one, row 2: none (a row of pads).
@@ -290,27 +291,17 @@ SERVING_DEFAULTS = dict(beam_size=2, alpha=0.6, max_extra_length=6)
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, vocabulary_path, char_model):
-    tf = pytest.importorskip("tensorflow")
-    from keras_transformer.export import export_saved_model
-
-    path = export_saved_model(
-        char_model,
-        vocabulary_path,
-        "prefixes",
-        base_dir=tmp_path_factory.mktemp("export"),
-        max_beam_size=2,
-        **SERVING_DEFAULTS,
-    )
-    return path, tf.saved_model.load(str(path))
+def exported(shared_export):
+    """The shared export (tests/_export_fixtures.py), whose defaults are SERVING_DEFAULTS."""
+    assert SERVING_DEFAULTS.items() <= SETTINGS.items()
+    return shared_export.path, shared_export.loaded
 
 
-def test_signature_translations_start_with_the_prefix_as_translate_does(
-    exported, vocabulary_path, char_model
-):
+def test_signature_translations_start_with_the_prefix_as_translate_does(exported, shared_export):
     import tensorflow as tf
 
     _, loaded = exported
+    vocabulary_path, char_model = shared_export.vocabulary_path, shared_export.model
     signature = loaded.signatures["translate_with_prefix"]
     outputs = signature(
         text=tf.constant(SERVED_TEXTS),
@@ -379,7 +370,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(
 
 
 def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
-    exported, vocabulary_path, char_model
+    exported, shared_export
 ):
     """As TF Serving runs a gRPC request that sends `text` and `target_prefix` only: the TF1
     session loader, the settings from the SignatureDef's defaults."""
@@ -388,6 +379,7 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
     from keras_transformer.export import check_serving_ops
 
     path, _ = exported
+    vocabulary_path, char_model = shared_export.vocabulary_path, shared_export.model
     check_serving_ops(path)  # the prefix adds no op that TF Serving lacks
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
