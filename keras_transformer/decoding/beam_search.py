@@ -42,6 +42,7 @@ from keras_transformer.decoding.incremental import (
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
 from keras_transformer.decoding.prefix import force_prefix
 from keras_transformer.decoding.result import SearchResult
+from keras_transformer.decoding.top_k import top_k
 
 
 def _gather_beams(values, indices):
@@ -201,10 +202,9 @@ class BeamSearch:
         """The 2k best one-token extensions of the alive hypotheses (`_Candidates`)."""
         alive_ids, alive_log_probs, _ = alive
         k, vocab_size = self.beam_size, decoder.vocab_size
-        running_size = ops.shape(alive_log_probs)[0]
-        log_probs = ops.reshape(log_probs, (running_size, k, vocab_size))
-        totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (running_size, -1))
-        candidate_log_probs, flat_indices = ops.top_k(totals, 2 * k)
+        log_probs = ops.reshape(log_probs, (-1, k, vocab_size))
+        totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (-1, k * vocab_size))
+        candidate_log_probs, flat_indices = top_k(totals, 2 * k)
         beams = flat_indices // vocab_size
         tokens = ops.cast(flat_indices % vocab_size, "int32")
         positions = ops.arange(ops.shape(alive_ids)[2])
