@@ -1,6 +1,7 @@
 """The SavedModel's `translate_sample` signature: Python's `sample()` with noise drawn from the
 request's seed, its settings checked in the graph, its defaults in the SignatureDef."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -12,6 +13,15 @@ from tests._decoding_fixtures import EOS, PAD
 from tests._export_fixtures import SETTINGS
 
 tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _seed():
+    """One seed for the module instead of one per test (tests/conftest.py): a reseed clears
+    TensorFlow's kernel cache, so each loaded signature would take seconds to instantiate
+    again on its next call, and these tests draw no random numbers of their own."""
+    keras.utils.set_random_seed(1234)
+
 
 TEXTS = ["the cat sat", "a dog", "", "hello", "it rains"]
 MAX_EXTRA_LENGTH = SETTINGS["max_extra_length"]
