@@ -55,6 +55,7 @@ def _write(folder):
 def shared_export(tmp_path_factory):
     """Writes the export unless a worker of this run already did, and loads it."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  the SentencePiece ops, for a worker that only loads
 
     folder = _common_folder(tmp_path_factory) / "shared_export"
     folder.mkdir(exist_ok=True)
