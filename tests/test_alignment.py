@@ -27,7 +27,6 @@ from tests._decoding_fixtures import (
     tiny_model,
     train_char_vocabulary,
 )
-from tests._export_fixtures import SETTINGS
 
 S, C, N, U = STARTS_WORD, CONTINUES_WORD, NO_TEXT, OWN_WORD
 
@@ -362,19 +361,29 @@ def test_cli_writes_no_alignments_file_when_the_run_fails(run_folder, tmp_path):
 # -- the SavedModel's translate_with_alignments ----------------------------------------------
 
 
-def test_saved_model_serves_alignments_as_translate_gives_them(shared_export):
-    """On the shared export (tests/_export_fixtures.py): a character vocabulary, so that the
-    graph pools several pieces into each word as `translate` does."""
+def test_saved_model_serves_alignments_as_translate_gives_them(reversal_model, tmp_path):
     import tensorflow as tf
 
-    settings = {key: SETTINGS[key] for key in ("beam_size", "alpha", "max_extra_length")}
-    path, model, vocabulary = shared_export.path, shared_export.model, shared_export.vocabulary_path
+    from keras_transformer.export import export_saved_model
+
+    vocabulary = _word_vocabulary(tmp_path)
+    settings = dict(beam_size=2, alpha=0.6, max_extra_length=4)
+    path = export_saved_model(
+        reversal_model,
+        vocabulary,
+        "reverse",
+        base_dir=tmp_path / "saved",
+        max_beam_size=2,
+        **settings,
+    )
     # TensorFlow's own loader, without our code's help (as TF Serving would).
-    serve = shared_export.loaded.signatures["translate_with_alignments"]
-    inputs = {key: tf.constant(value) for key, value in settings.items()}
-    texts = ["the cat sat on the mat", "", "birds sing in the morning light", "  ", "a dog"]
+    serve = tf.saved_model.load(str(path)).signatures["translate_with_alignments"]
+    inputs = dict(beam_size=tf.constant(2), alpha=tf.constant(0.6), max_extra_length=tf.constant(4))
+    texts = ["alpha bravo charlie", "", "delta echo foxtrot golf", "  ", "hotel india"]
     found = serve(text=tf.constant(texts), **inputs)
-    expected = Translator(model, vocabulary, **settings).translate(texts, return_alignments=True)
+    expected = Translator(reversal_model, vocabulary, **settings).translate(
+        texts, return_alignments=True
+    )
     translations = [t.decode("utf-8") for t in found["translation"].numpy()]
     assert translations == [text for text, _ in expected]
     links = [t.decode("utf-8") for t in found["alignment"].numpy()]
