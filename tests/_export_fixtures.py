@@ -1,9 +1,9 @@
 """One SavedModel export shared by the tests of its signatures.
 
 An export traces the beam search once per width up to `max_beam_size`, a minute or more on
-two cores, and every export carries every signature: so the tests of `serving_default`,
-`translate_with_prefix`, `translate_sample`, `score_pairs` and the rest read one export of
-one tiny model, made once per test session (`shared_export` in tests/conftest.py).
+two cores, and every export carries every signature: so the tests of `translate_with_prefix`,
+`translate_sample` and `score_pairs` read one export of one tiny model, made once per test
+session (`shared_export` in tests/conftest.py).
 
 Under pytest-xdist each worker is its own process: the first worker to need the export
 writes it under the run's common temporary folder while holding a file lock, and the others
