@@ -2,7 +2,7 @@
 ours (text in, beam search in the graph, text out), or with `--format ctranslate2` a
 CTranslate2 model directory (docs/ctranslate2.md)."""
 
-from keras_transformer.decoding.precision import FAST_FLAGS, check_precision
+from keras_transformer.decoding.precision import check_precision
 from keras_transformer.errors import UserInputError
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS
 from keras_transformer.export.saved_model import (
@@ -154,23 +154,6 @@ def _check_options(args):
         )
 
 
-def _check_precision(precision):
-    """`check_precision` on this machine's CPU, worded for an export: the model runs on the
-    serving machine, which needs the same instructions."""
-    try:
-        check_precision(precision)
-    except UserInputError:
-        if precision not in FAST_FLAGS:
-            raise
-        needed = " or ".join(FAST_FLAGS[precision])
-        raise UserInputError(
-            f"--precision {precision} needs a CPU with {needed} (without them bfloat16 products "
-            "run at a fraction of float32's speed), and this machine's CPU has neither; the "
-            "machine that serves the model needs one "
-            "of them too: export on such a machine, or leave --precision out (float32)"
-        ) from None
-
-
 def _vocabulary(args, files):
     vocabulary = args.vocab or files["vocabulary"]
     if vocabulary is None:
@@ -224,7 +207,8 @@ def run(args):
             f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
             "--beam-size or raise --max-beam-size"
         )
-    _check_precision(args.precision)  # before the (slow) load
+    # Before the (slow) load; the serving machine needs the same instructions.
+    check_precision(args.precision, for_export=True)
     model, files = load_model(args.model)
     path = export_saved_model(
         with_precision(model, args.precision),

@@ -27,9 +27,10 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
     return frozenset()
 
 
-def check_precision(precision, flags=None):
+def check_precision(precision, flags=None, for_export=False):
     """Raises `UserInputError` for an unknown precision, or one this CPU cannot run fast
-    (`flags`: default, this machine's `cpu_flags()`)."""
+    (`flags`: default, this machine's `cpu_flags()`). `for_export`: the message says that the
+    machine serving the export needs the instructions too."""
     if precision not in PRECISIONS:
         raise UserInputError(
             f"precision {precision!r} is not one of {', '.join(PRECISIONS)} (for int8, export "
@@ -40,10 +41,16 @@ def check_precision(precision, flags=None):
         return
     flags = cpu_flags() if flags is None else flags
     if not any(flag in flags for flag in needed):
+        serving = (
+            "; the machine that serves the model needs one of them too: export on such a "
+            "machine, or"
+            if for_export
+            else ";"
+        )
         raise UserInputError(
             f"precision {precision!r} needs a CPU with {' or '.join(needed)} (without them "
-            "bfloat16 products run at a fraction of float32's speed), and this one has neither; "
-            "leave --precision out (float32)"
+            "bfloat16 products run at a fraction of float32's speed), and this machine's CPU "
+            f"has neither{serving} leave --precision out (float32)"
         )
 
 
