@@ -147,11 +147,12 @@ class BeamSearch:
             source_ids, decoder.pad_id, self.max_extra_length, decoder.max_length
         )
         lengths = cache_lengths(decoder, buffer_length)
-        sentences = ops.arange(batch_size, dtype="int32")
         if drops_finished_sentences():
             # A running batch of unknown size from the start, so that the loop may shrink it.
             sentences = ops.cast(ops.nonzero(ops.ones((batch_size,), "bool"))[0], "int32")
             source_ids, caps = ops.take(source_ids, sentences, 0), ops.take(caps, sentences, 0)
+        else:
+            sentences = ops.arange(batch_size, dtype="int32")
         # Each sentence is encoded once and its state copied to its k beams: encoding the
         # tiled source would run the encoder (and the cross-attention projections) k times.
         static, dynamic = _map_nest(
@@ -308,11 +309,15 @@ def _drop_finished(running, alive, rows, dynamic, parent_beams, beam_size):
     keep = ops.cast(ops.nonzero(ops.logical_not(running[2]))[0], "int32")
     flat = _flat_beam_indices(ops.take(parent_beams, keep, 0), beam_size, keep)
     dynamic = _map_nest(lambda cache: ops.take(cache, flat, 0), dynamic)
-    kept_rows = ops.reshape(keep[:, None] * beam_size + ops.arange(beam_size)[None, :], (-1,))
+
+    def kept(rows):
+        every_beam = ops.arange(beam_size, dtype="int32")[None, :]
+        kept_rows = _flat_beam_indices(every_beam, beam_size, keep)
+        return _map_nest(lambda value: ops.take(value, kept_rows, 0), rows)
+
+    # The per-row source state changes only when a sentence leaves.
     rows = ops.cond(
-        ops.shape(keep)[0] == ops.shape(running[2])[0],
-        lambda: rows,
-        lambda: _map_nest(lambda value: ops.take(value, kept_rows, 0), rows),
+        ops.shape(keep)[0] == ops.shape(running[2])[0], lambda: rows, lambda: kept(rows)
     )
     running = _map_nest(lambda value: ops.take(value, keep, 0), running)
     alive = _map_nest(lambda value: ops.take(value, keep, 0), alive)
