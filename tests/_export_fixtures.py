@@ -37,7 +37,8 @@ class SharedExport:
 
 
 def _common_folder(tmp_path_factory):
-    """The run's temporary folder: one for all xdist workers of a run, else this session's."""
+    """The run's temporary folder: the one all xdist workers of a run share, else the
+    single process's own."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
