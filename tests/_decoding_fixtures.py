@@ -74,6 +74,18 @@ class MarkovDecoder:
         return ops.take(ops.convert_to_tensor(self.table), token_ids[:, 0], axis=0), dynamic
 
 
+class RowCountingDecoder(MarkovDecoder):
+    """A scripted decoder that records how many rows each step decodes."""
+
+    def __init__(self, table, max_length=32):
+        super().__init__(table, max_length)
+        self.rows = []
+
+    def step(self, token_ids, static, dynamic, step):
+        self.rows.append(int(ops.shape(token_ids)[0]))
+        return super().step(token_ids, static, dynamic, step)
+
+
 def markov_table(vocab_size, rows):
     """A `[vocab, vocab]` log-prob table from `{previous: {token: prob}}`; unlisted tokens get
     the rest of the probability mass spread evenly (pad and bos excluded)."""
@@ -88,6 +100,14 @@ def markov_table(vocab_size, rows):
             table[previous, token] = np.log(prob)
     table[:, [PAD, BOS]] = np.log(1e-12)
     return table
+
+
+def second_hypothesis_later_table():
+    """A Markov table (vocab 8) whose best output, "4 eos" (log-prob -0.11), is final after
+    step 1, when the best alive "4 5" has -2.42; a second finished one, "4 5 eos" (-3.66),
+    outranks everything alive only once "4 5 5 5 5 5" falls to -3.84, after step 5. A beam
+    search of width 2 stops after 2 steps for one hypothesis, after 6 for two."""
+    return markov_table(8, {BOS: {4: 0.99}, 4: {EOS: 0.9, 5: 0.09}, 5: {5: 0.7, EOS: 0.29}})
 
 
 SENTENCES = [

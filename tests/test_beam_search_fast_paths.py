@@ -11,7 +11,16 @@ from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search
 from keras_transformer.decoding.beam_search import drops_finished_sentences
 from keras_transformer.decoding.incremental import FIRST_CACHE_LENGTH
 from keras_transformer.translation import compile_search
-from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder, full_log_probs, tiny_model
+from tests._decoding_fixtures import (
+    BOS,
+    EOS,
+    PAD,
+    MarkovDecoder,
+    RowCountingDecoder,
+    full_log_probs,
+    second_hypothesis_later_table,
+    tiny_model,
+)
 
 ALPHA = 0.6
 
@@ -121,18 +130,6 @@ def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
     assert long_running.grown_to == [32, 63]
 
 
-class RowCountingDecoder(MarkovDecoder):
-    """A scripted decoder that records how many rows each step decodes."""
-
-    def __init__(self, table, max_length=32):
-        super().__init__(table, max_length)
-        self.rows = []
-
-    def step(self, token_ids, static, dynamic, step):
-        self.rows.append(int(ops.shape(token_ids)[0]))
-        return super().step(token_ids, static, dynamic, step)
-
-
 def test_finished_sentences_leave_the_running_batch():
     # No eos: each sentence runs to its cap, its source length + 3 (5 and 8 output tokens).
     sources = np.array([[6, EOS, PAD, PAD, PAD], [6, 7, 6, 7, EOS]], "int32")
@@ -146,3 +143,20 @@ def test_finished_sentences_leave_the_running_batch():
     alone = search(RowCountingDecoder(eos_table(8, eos_after=False)), sources[1:])
     for batch, single in zip(result, alone):
         np.testing.assert_array_equal(ops.convert_to_numpy(batch)[1:], ops.convert_to_numpy(single))
+
+
+def test_the_early_exit_waits_only_for_the_requested_hypotheses():
+    table = second_hypothesis_later_table()
+    sources = np.array([[6, EOS]], "int32")
+    settings = {"one": 1, "one, as a tensor": ops.convert_to_tensor(1, "int32"), "two": 2}
+    steps, best = {}, {}
+    for name, num_hypotheses in settings.items():
+        decoder = RowCountingDecoder(table)
+        search = BeamSearch(2, alpha=0.0, max_extra_length=20, num_hypotheses=num_hypotheses)
+        result = search(decoder, sources)
+        steps[name] = len(decoder.rows)
+        best[name] = (ops.convert_to_numpy(result.ids)[0, 0, :2].tolist(), result.log_probs[0, 0])
+        assert ops.shape(result.ids)[1] == (2 if name == "two" else 1)
+    assert steps == {"one": 2, "one, as a tensor": 2, "two": 6}
+    assert best["one"][0] == best["one, as a tensor"][0] == best["two"][0] == [4, EOS]
+    assert float(best["one"][1]) == pytest.approx(np.log(0.99 * 0.9), abs=1e-6)

@@ -95,7 +95,8 @@ class BeamSearch:
         max_extra_length: output tokens allowed beyond the source length (paper: 50); the cap
             is also at most the model's `max_length`.
         num_hypotheses: how many finished hypotheses to return per sentence (n-best),
-            at most `beam_size`.
+            at most `beam_size`. The early exit waits for that many, so a search asked for
+            fewer stops sooner.
         min_length: no eos before this many output tokens (eos included); 0 by default.
             Benchmarks use it to force the output length of untrained models.
 
@@ -117,12 +118,14 @@ class BeamSearch:
     def __init__(self, beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1, min_length=0):
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-        if not isinstance(num_hypotheses, int) or not 1 <= num_hypotheses <= beam_size:
+        # alpha, max_extra_length and num_hypotheses may also be scalar tensors: an exported
+        # graph takes them per request (and checks their range itself).
+        if not ops.is_tensor(num_hypotheses) and (
+            not isinstance(num_hypotheses, int) or not 1 <= num_hypotheses <= beam_size
+        ):
             raise ValueError(
                 f"num_hypotheses must be in [1, beam_size={beam_size}], got {num_hypotheses!r}"
             )
-        # alpha and max_extra_length may also be scalar tensors: an exported graph takes them
-        # per request (and checks their range itself).
         if isinstance(alpha, (int, float)) and alpha < 0:
             # The early-exit bound assumes a penalty that grows with length.
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
@@ -262,7 +265,7 @@ class BeamSearch:
         sentences, caps, done = running
         best_alive = alive_log_probs[:, 0]
         bound = best_alive / length_penalty(caps, self.alpha)
-        nth_finished = finished_scores[:, self.num_hypotheses - 1]
+        nth_finished = ops.take(finished_scores, self.num_hypotheses - 1, axis=1)
         done = done | (best_alive <= NEG_INF / 2) | (nth_finished >= bound)
         return sentences, caps, done
 

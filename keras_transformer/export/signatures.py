@@ -276,14 +276,16 @@ class ServingFunctions:
         )
 
         def run(width):
+            # The request's num_hypotheses, not the width: the early exit waits for that many
+            # finished hypotheses (docs/decisions.md#exit-at-the-requested-n-best).
             result = BeamSearch(
                 beam_size=width,
                 alpha=alpha,
                 max_extra_length=max_extra_length,
-                num_hypotheses=width,
+                num_hypotheses=num_hypotheses,
             )(self.model, source_ids, prefix_ids)
             # Pad the hypothesis axis to the widest beam: every branch has one shape.
-            missing = self.max_beam_size - width
+            missing = self.max_beam_size - tf.shape(result.ids)[1]
             ids = tf.pad(
                 result.ids, [[0, 0], [0, missing], [0, 0]], constant_values=self.config.pad_id
             )
