@@ -197,9 +197,20 @@ class Transformer(keras.Model):
         decoder layer, and the encoder-decoder keys/values of `memory`, computed once."""
         return self.decoder.init_cache(memory, max_length)
 
-    def decode_step(self, token_ids, memory_mask, cache, step):
+    def output_kernel(self):
+        """The pre-softmax projection's matrix as `[d_model, vocab_size]` (compute dtype): the
+        embedding matrix transposed, for `decode_step` to reuse at every step."""
+        embeddings = self.output_projection.embeddings
+        return ops.transpose(ops.cast(embeddings, self.output_projection.compute_dtype))
+
+    def decode_step(self, token_ids, memory_mask, cache, step, output_kernel=None):
         """Logits `[batch, vocab_size]` for the token after `token_ids` `[batch, 1]`, the
-        token at position `step`, and the cache with that position written."""
+        token at position `step`, and the cache with that position written.
+
+        `output_kernel`: `output_kernel()`, computed once before the decoding loop; None
+        multiplies by the embedding matrix transposed inside the product, which oneDNN runs
+        1.4-2.3x slower (docs/decisions.md#output-kernel-once).
+        """
         hidden, cache = self.decoder(
             self.target_embedding(token_ids),
             memory_mask=memory_mask,
@@ -207,7 +218,10 @@ class Transformer(keras.Model):
             cache_update_index=step,
         )
         # The last position only, as a 2-D product (no `tensordot` shape ops at each step).
-        logits = self.output_projection(hidden[:, -1, :], reverse=True)
+        if output_kernel is None:
+            logits = self.output_projection(hidden[:, -1, :], reverse=True)
+        else:
+            logits = ops.matmul(hidden[:, -1, :], output_kernel)
         return ops.cast(logits, "float32"), cache
 
     def get_config(self):

@@ -66,6 +66,7 @@ class IncrementalDecoder:
         self.bos_id = config.bos_id
         self.eos_id = config.eos_id
         self.max_length = config.max_length
+        self._output_kernel = None
 
     @property
     def variables(self):
@@ -76,12 +77,17 @@ class IncrementalDecoder:
         cache = self.model.init_cache(memory, max_length)
         static = (memory_mask, tuple(cross for _, cross in cache))
         dynamic = tuple(self_cache for self_cache, _ in cache)
+        # Transposed here, once per search, and used by every step of its loop: not a row of
+        # `static`, which searches tile and gather by sentence.
+        self._output_kernel = self.model.output_kernel()
         return static, dynamic
 
     def step(self, token_ids, static, dynamic, step):
         memory_mask, cross_caches = static
         cache = [(self_cache, cross) for self_cache, cross in zip(dynamic, cross_caches)]
-        logits, cache = self.model.decode_step(token_ids, memory_mask, cache, step)
+        logits, cache = self.model.decode_step(
+            token_ids, memory_mask, cache, step, self._output_kernel
+        )
         log_probs = ops.log_softmax(logits, axis=-1)
         return log_probs, tuple(self_cache for self_cache, _ in cache)
 
