@@ -20,7 +20,8 @@ and listed under "skipped_peers" in the JSON (`pip install -e ".[bench]"` instal
 Threads: `DECODE_THREADS` (default 2) for TensorFlow's intra-op pool and CTranslate2 alike.
 
 `--trained RUN --source-file F` decodes real sentences with a trained model instead: ours
-(fp32 at alpha 0 and 0.6, bf16 where the CPU has AVX512-BF16 or AMX), its SavedModel, and
+(fp32 at alpha 0 and 0.6, bf16 where the CPU has AVX512-BF16 or AMX, and at batch size 1
+with `jit_compile=True`, XLA), its SavedModel, and
 CTranslate2 fp32 and int8, each CTranslate2 precision in its own worker process on the GEMM
 library fastest for it (benchmarks/README.md has the protocol and the JSON fields).
 
@@ -372,6 +373,24 @@ class TrainedSides:
         base.batch_size = batch_size  # each call gets batches of this size, length-sorted
         return base.translate
 
+    def ours_xla(self, batch_size):
+        """Ours with `jit_compile=True` at the compared alpha: XLA searches one-sentence
+        batches only, so this side runs at batch size 1 (None for larger batches)."""
+        from keras_transformer import Translator
+
+        if batch_size != 1:
+            return None
+        if "xla" not in self.translators:
+            self.translators["xla"] = Translator.load(
+                self.run,
+                beam_size=self.beam_size,
+                alpha=COMPARED_ALPHA,
+                max_extra_length=MAX_EXTRA_LENGTH,
+                batch_size=1,
+                jit_compile=True,
+            )
+        return self.translators["xla"].translate
+
     def saved_model(self, batch_size):
         """The export's `serving_default` called as TF Serving calls it: one request per
         batch of `batch_size` texts with every setting as a tensor. The client sorts the
@@ -582,6 +601,8 @@ def trained_cases(sides, precisions, peers):
                         lambda b, p=precision, a=alpha: sides.ours(p, a, b),
                     )
                 )
+        if precision == "fp32":
+            cases.append(("ours (Translator, XLA)", precision, COMPARED_ALPHA, sides.ours_xla))
         if precision == "fp32" and "savedmodel" in peers:
             cases.append(
                 ("SavedModel (serving_default)", precision, COMPARED_ALPHA, sides.saved_model)
@@ -655,7 +676,9 @@ def trained_rows(cases, lines, vocabulary, batch_sizes, repeats, backend):
     for batch_size in batch_sizes:
         runners = {}
         for decoder, precision, alpha, build in cases:
-            runners[(decoder, precision, alpha)] = build(batch_size)
+            run = build(batch_size)
+            if run is not None:  # None: the side does not run at this batch size
+                runners[(decoder, precision, alpha)] = run
         if batch_size == 1:
             timed = time_batch_one(runners, lines, vocabulary)
         else:

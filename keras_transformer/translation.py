@@ -152,13 +152,15 @@ def _quiet_search_retracing():
         logger.addFilter(_SearchRetracingFilter())
 
 
-def compile_search(search_fn, decoder, enabled=True):
+def compile_search(search_fn, decoder, enabled=True, jit_single=False):
     """`search_fn(source_ids, *extra) -> tuple of tensors`, compiled for the current backend.
 
-    TensorFlow: `tf.function` (the while loop becomes one graph op; XLA was slower on CPU in
-    our measurements). JAX: `jax.jit`, with the model weights passed as arguments through a
-    `keras.StatelessScope`, so that they are not baked into the program as constants. Other
-    backends (and `enabled=False`) run eagerly.
+    TensorFlow: `tf.function` (the while loop becomes one graph op); with `jit_single`,
+    batches of one sentence go through a second `tf.function` compiled with XLA (their shapes
+    stay fixed; a larger batch shrinks as its sentences finish, which XLA cannot compile, and
+    shrinking pays more: docs/decisions.md#xla-for-one-sentence). JAX: `jax.jit`, with the
+    model weights passed as arguments through a `keras.StatelessScope`, so that they are not
+    baked into the program as constants. Other backends (and `enabled=False`) run eagerly.
 
     Example:
     >>> run = compile_search(lambda s: tuple(BeamSearch()(model, s)), as_decoder(model))
@@ -170,7 +172,13 @@ def compile_search(search_fn, decoder, enabled=True):
         import tensorflow as tf
 
         _quiet_search_retracing()
-        return tf.function(search_fn)
+        graph = tf.function(search_fn)
+        if not jit_single:
+            return graph
+        xla = tf.function(search_fn, jit_compile=True)
+        return lambda source_ids, *extra: (xla if len(source_ids) == 1 else graph)(
+            source_ids, *extra
+        )
     import jax
 
     variables = list(getattr(decoder, "variables", []))
@@ -209,6 +217,10 @@ class Translator:
         on_too_long: "truncate" (with a warning) or "error" for sentences longer than the
             model's `max_length` tokens.
         compile: compile the search (`tf.function` / `jax.jit`).
+        jit_compile: on TensorFlow, compile the search of one-sentence batches with XLA:
+            about 3x lower latency at `batch_size=1` on a CPU, at the cost of an XLA
+            compilation per source width (`compile_search`). Off by default, as every
+            non-paper setting.
         ensemble_combine: how an ensemble combines its models (see `EnsembleDecoder`).
 
     Example:
@@ -236,6 +248,7 @@ class Translator:
         compile=True,
         ensemble_combine="log_probs",
         batch_tokens=None,
+        jit_compile=False,
     ):
         if search not in SEARCHES:
             raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
@@ -281,7 +294,8 @@ class Translator:
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
         self._compile_enabled = compile
-        self._compiled = compile_search(self._search, self.decoder, enabled=self._compile_enabled)
+        self._jit_compile = bool(jit_compile)
+        self._compiled = self._compile_search(self.decoder)
         self._compiled_score = None  # compiled on the first `score` call
 
     @classmethod
@@ -457,13 +471,18 @@ class Translator:
             result = self.beam_search(self.decoder, source_ids, prefix_ids)
         return tuple(result)
 
+    def _compile_search(self, decoder):
+        return compile_search(
+            self._search, decoder, enabled=self._compile_enabled, jit_single=self._jit_compile
+        )
+
     def with_decoder(self, decoder):
         """A copy of this translator (same vocabulary and search settings) that searches with
         `decoder`, e.g. a wrapper around `self.decoder` that constrains its outputs
         (`keras_transformer.parsing.constrained_decoding`)."""
         other = copy.copy(self)
         other.decoder = decoder
-        other._compiled = compile_search(other._search, decoder, enabled=self._compile_enabled)
+        other._compiled = other._compile_search(decoder)
         other._compiled_score = None
         return other
 
@@ -539,9 +558,7 @@ class Translator:
                     n_best,
                     search.min_length,
                 )
-                self._compiled = compile_search(
-                    self._search, self.decoder, enabled=self._compile_enabled
-                )
+                self._compiled = self._compile_search(self.decoder)
         encoded = self._encode(texts)
         prefixes = self._encode_prefixes(target_prefix, encoded, single)
         outputs = [[("", 0.0)] for _ in encoded]

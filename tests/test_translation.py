@@ -3,13 +3,19 @@
 import random
 import warnings
 
+import numpy as np
 import pytest
 from keras import ops
 
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.training.output_dir import atomic_save_model
-from keras_transformer.translation import Translator, find_model_files, translate
+from keras_transformer.translation import (
+    Translator,
+    compile_search,
+    find_model_files,
+    translate,
+)
 from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
 
 
@@ -73,6 +79,32 @@ def test_batched_translation_equals_one_sentence_at_a_time(vocabulary_path):
         assert first_score >= second_score
         [(text_alone, score_alone), _] = alone.translate([text])[0]
         assert text_alone == first and abs(score_alone - first_score) < 1e-4
+
+
+def test_xla_searches_one_sentence_batches_as_the_graph_does(vocabulary_path):
+    model = tiny_model(vocab_size=SubwordVocabulary(vocabulary_path).size, max_length=48, seed=11)
+    settings = dict(beam_size=2, max_extra_length=5, num_hypotheses=2)
+    texts = SENTENCES[:3]
+    graph = Translator(model, vocabulary_path, batch_size=8, **settings).translate(texts)
+    xla = Translator(model, vocabulary_path, batch_size=1, jit_compile=True, **settings)
+    for (text, score), (expected, expected_score) in zip(
+        [hypothesis for hypotheses in xla.translate(texts) for hypothesis in hypotheses],
+        [hypothesis for hypotheses in graph for hypothesis in hypotheses],
+    ):
+        assert text == expected and score == pytest.approx(expected_score, abs=1e-4)
+
+
+def test_jit_single_sends_only_one_sentence_batches_to_xla():
+    import tensorflow as tf
+
+    def search_fn(source_ids):
+        # A string op: TensorFlow's graph runs it, XLA cannot compile it.
+        return (tf.strings.length(tf.strings.as_string(source_ids)),)
+
+    run = compile_search(search_fn, None, jit_single=True)
+    assert run(np.zeros((2, 3), "int32"))[0].shape == (2, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
+        run(np.zeros((1, 3), "int32"))
 
 
 def test_bad_input(vocabulary_path):

@@ -137,6 +137,12 @@ def add_model_arguments(parser):
         help="inputs longer than the model's max_length: truncate with a "
         "warning (default) or stop with an error",
     )
+    add(
+        "--jit-compile",
+        action="store_true",
+        help="compile the search of one-sentence batches with XLA: lower latency at "
+        "--batch-size 1, one compilation per input width (TensorFlow)",
+    )
     add("--no-compile", action="store_true", help="run the search eagerly (debugging)")
     return {action.dest: action for action in actions}
 
@@ -184,6 +190,7 @@ def translator_from_args(args, num_hypotheses=1):
         on_too_long=args.on_too_long,
         compile=not args.no_compile,
         ensemble_combine=args.ensemble_combine,
+        jit_compile=args.jit_compile,
     )
 
 

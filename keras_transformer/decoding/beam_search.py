@@ -23,7 +23,8 @@ The loop stops when every sentence is done or at the longest cap.
 
 A sentence that is done leaves the running batch: its beams, caches and source state are
 dropped, so later steps spend no work on it (as CTranslate2 does; real text finishes at
-scattered steps). JAX compiles loops over fixed shapes, so there it stays in the batch, masked.
+scattered steps). JAX compiles loops over fixed shapes, so there it stays in the batch, masked;
+a batch of one sentence keeps its shapes too, so that XLA can compile it.
 """
 
 import collections
@@ -73,10 +74,12 @@ def _map_nest(fn, nest):
     return None if nest is None else fn(nest)
 
 
-def drops_finished_sentences():
+def drops_finished_sentences(batch_size=None):
     """Whether the running batch shrinks as its sentences finish: not under JAX, whose
-    compiled loops keep fixed shapes (there, done sentences stay in the batch, masked)."""
-    return keras.backend.backend() != "jax"
+    compiled loops keep fixed shapes (there, done sentences stay in the batch, masked), nor
+    for a batch of one sentence (`batch_size` 1), which ends when its sentence does; its
+    fixed shapes let XLA compile it (`Translator(jit_compile=True)`)."""
+    return keras.backend.backend() != "jax" and batch_size != 1
 
 
 # One step's 2k best extensions of the alive hypotheses: ids `[n, 2k, length]`, log-probs,
@@ -150,7 +153,8 @@ class BeamSearch:
             source_ids, decoder.pad_id, self.max_extra_length, decoder.max_length
         )
         lengths = cache_lengths(decoder, buffer_length)
-        if drops_finished_sentences():
+        dropping = drops_finished_sentences(source_ids.shape[0])
+        if dropping:
             # A running batch of unknown size from the start, so that the loop may shrink it.
             sentences = ops.cast(ops.nonzero(ops.ones((batch_size,), "bool"))[0], "int32")
             source_ids, caps = ops.take(source_ids, sentences, 0), ops.take(caps, sentences, 0)
@@ -194,7 +198,7 @@ class BeamSearch:
             )
             running = self._check_done(running, alive[1], running_scores)
             running, alive, rows, dynamic = _drop_finished(
-                running, alive, rows, dynamic, parent_beams, k
+                running, alive, rows, dynamic, parent_beams, k, dropping
             )
             return step + 1, running, alive, finished, rows, dynamic
 
@@ -302,11 +306,11 @@ def _no_finished(batch_size, beam_size, buffer_length, pad_id):
     )
 
 
-def _drop_finished(running, alive, rows, dynamic, parent_beams, beam_size):
+def _drop_finished(running, alive, rows, dynamic, parent_beams, beam_size, dropping):
     """The next step's running batch: the caches reordered by parent beam, and the sentences
     that are done dropped (their outputs are final), so that no later step spends work on
-    them, as CTranslate2 does. Under JAX they stay (`drops_finished_sentences`)."""
-    if not drops_finished_sentences():
+    them, as CTranslate2 does; unless `dropping` is False (`drops_finished_sentences`)."""
+    if not dropping:
         flat = _flat_beam_indices(parent_beams, beam_size)
         return running, alive, rows, _map_nest(lambda cache: ops.take(cache, flat, 0), dynamic)
     keep = ops.cast(ops.nonzero(ops.logical_not(running[2]))[0], "int32")
