@@ -53,11 +53,11 @@ def category(op_name, op_type):
         if "encoder" in op_name or "Tensordot" in op_name:
             return "encoder and cross-attention keys/values"
         return "outside: other"
+    if "MatMul" in op_type or "Einsum" in op_type:
+        return "step: matmuls"  # the search's bookkeeping multiplies no matrices
     if "decoder" in op_name or "embedding" in op_name or op_type == "LogSoftmax":
         if op_type == "TensorScatterUpdate":
             return "step: cache writes"
-        if "MatMul" in op_type or "Einsum" in op_type:
-            return "step: matmuls"
         return "step: other"
     return {"GatherV2": "beam: cache reorder", "TopKV2": "beam: top-k"}.get(op_type, "beam: other")
 
