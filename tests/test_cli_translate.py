@@ -116,6 +116,16 @@ def test_out_of_range_settings_are_one_line_errors(
     assert not output.exists()  # stopped before opening (or truncating) the output
 
 
+def test_jit_compile_with_no_compile_is_one_error(run_folder, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
+    flags = ["--jit-compile", "--no-compile"]
+    assert main(["translate", "--model", str(run_folder), *flags]) == 2
+    assert capsys.readouterr().err == (
+        "keras-transformer translate: error: --jit-compile compiles the search with XLA, "
+        "--no-compile runs it eagerly: give one of them\n"
+    )
+
+
 def test_settings_at_their_bounds_translate(run_folder, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
     assert (

@@ -94,6 +94,19 @@ def test_xla_searches_one_sentence_batches_as_the_graph_does(vocabulary_path):
         assert text == expected and score == pytest.approx(expected_score, abs=1e-4)
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"jit_compile": "no"}, "jit_compile must be True or False, got 'no'"),
+        ({"jit_compile": True, "compile": False}, "it needs compile=True"),
+    ],
+)
+def test_jit_compile_takes_a_bool_and_a_compiled_search(vocabulary_path, options, message):
+    vocab_size = SubwordVocabulary(vocabulary_path).size
+    with pytest.raises(ValueError, match=message):
+        Translator(CopyDecoder(vocab_size), vocabulary_path, **options)
+
+
 def test_jit_single_sends_only_one_sentence_batches_to_xla():
     import tensorflow as tf
 

@@ -140,8 +140,9 @@ def add_model_arguments(parser):
     add(
         "--jit-compile",
         action="store_true",
-        help="compile the search of one-sentence batches with XLA: lower latency at "
-        "--batch-size 1, one compilation per input width (TensorFlow)",
+        help="search one-sentence batches with an XLA-compiled graph (TensorFlow): about 2x "
+        "lower latency at --batch-size 1, same translations, a compilation of seconds per "
+        "input width; larger batches are unaffected",
     )
     add("--no-compile", action="store_true", help="run the search eagerly (debugging)")
     return {action.dest: action for action in actions}
@@ -166,6 +167,11 @@ def translator_from_args(args, num_hypotheses=1):
     if args.search == "sample" and args.temperature <= 0:
         raise UserInputError("--temperature must be > 0")
     _refuse_sampling_flags_without_sampling(args)
+    if args.jit_compile and args.no_compile:
+        raise UserInputError(
+            "--jit-compile compiles the search with XLA, --no-compile runs it eagerly: give "
+            "one of them"
+        )
     if num_hypotheses > 1 and args.search != "beam":  # before the (slow) load
         raise UserInputError(
             f"--n-best {num_hypotheses} needs beam search, but the search here is "
