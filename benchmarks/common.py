@@ -104,6 +104,22 @@ def machine_line(record, threads=None):
 # -- peers -------------------------------------------------------------------------------------
 
 
+def trained_search_parser(description, lines):
+    """The arguments of a benchmark that runs `Translator.translate` of a trained model on
+    real sentences: `--trained`, `--source-file`, `--lines` (default `lines`), and the search's
+    `--beam-size`, `--alpha` and `--batch-size`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--trained", required=True, help="a run folder or .keras file")
+    parser.add_argument("--source-file", required=True, help="one sentence per line")
+    parser.add_argument("--lines", type=int, default=lines)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.0)
+    parser.add_argument("--batch-size", type=int, default=32)
+    return parser
+
+
 def set_tensorflow_threads(intra, inter=None, stream=None):
     """Sets TensorFlow's thread pools, or, where TensorFlow already started in this process
     (a benchmark called from a test), says in one line that its pools stay as they are."""

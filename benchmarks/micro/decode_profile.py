@@ -23,7 +23,6 @@ Usage (from the repository root):
         --source-file runs/quickstart/corpus/test.en
 """
 
-import argparse
 import collections
 import glob
 import json
@@ -31,17 +30,13 @@ import os
 import tempfile
 import time
 
+from benchmarks.common import trained_search_parser
+
 THREADS = int(os.environ.get("DECODE_THREADS", "2"))
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trained", required=True, help="a run folder or .keras file")
-    parser.add_argument("--source-file", required=True, help="one sentence per line")
-    parser.add_argument("--lines", type=int, default=500)
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.0)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser = trained_search_parser(__doc__.split("\n\n")[0], lines=500)
     return parser.parse_args(argv)
 
 

@@ -12,23 +12,18 @@ Usage (from the repository root):
         --trained runs/multi30k_en_de --source-file test2016.en --lines 256
 """
 
-import argparse
 import hashlib
 import json
 import os
 import time
 
+from benchmarks.common import trained_search_parser
+
 THREADS = int(os.environ.get("DECODE_THREADS", "1"))
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trained", required=True, help="a run folder or .keras file")
-    parser.add_argument("--source-file", required=True, help="one sentence per line")
-    parser.add_argument("--lines", type=int, default=256)
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.0)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser = trained_search_parser(__doc__.split("\n\n")[0], lines=256)
     parser.add_argument("--repeats", type=int, default=3)
     return parser.parse_args(argv)
 
