@@ -32,8 +32,9 @@ InvalidArgument and is counted under `rejected`, never in the latency. `--rounds
 the grid, measurements of every export (`--export` may be given more than once) and every
 cell taking turns, so that a shared machine's load falls on all of them alike.
 
-Without `--export`, a tiny export (d_model 32, 1 layer, 512 pieces, max_beam_size 4) is built
-first in a child process (which imports keras_transformer), so this process never does.
+Without `--export`, a tiny export (d_model 32, 1 layer, 512 pieces; max_beam_size 4, or the
+`--beam-size` of `--latency`) is built first in a child process (which imports
+keras_transformer), so this process never does.
 
 Usage (from the repository root):
     python -m benchmarks.serving_soak                                # 8 threads x 1000 requests
@@ -103,8 +104,10 @@ ORDINARY = [
 INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
 
 
-def build_export(directory):
-    """A tiny export under `directory` (run in a child process); prints its path."""
+def build_export(directory, max_beam_size=4):
+    """A tiny export under `directory` (run in a child process); prints its path. The export
+    compiles one search per beam width up to `max_beam_size`: the latency mode, whose requests
+    all carry one beam, builds only as many."""
     import keras
 
     import keras_transformer as kt
@@ -136,8 +139,8 @@ def build_export(directory):
         vocabulary,
         "soak",
         base_dir=os.path.join(directory, "sm"),
-        max_beam_size=4,
-        beam_size=2,
+        max_beam_size=max_beam_size,
+        beam_size=min(2, max_beam_size),
         alpha=0.6,
         max_extra_length=6,
     )
@@ -392,9 +395,10 @@ def main():
         help="every Nth request out of range, counted apart from the latency (default: none)",
     )
     parser.add_argument("--build", help=argparse.SUPPRESS)
+    parser.add_argument("--build-max-beam-size", type=int, default=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build:
-        build_export(args.build)
+        build_export(args.build, args.build_max_beam_size)
         return 0
     if args.export and len(args.export) > 1 and not args.latency:
         parser.error("--export: the soak takes one export; several are for --latency")
@@ -403,7 +407,14 @@ def main():
     exports, workdir = args.export, None
     if not exports:
         workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
-        result = run_module("benchmarks.serving_soak", "--build", workdir.name)
+        max_beam_size = args.beam_size if args.latency else 4  # the soak's requests use 1-4
+        result = run_module(
+            "benchmarks.serving_soak",
+            "--build",
+            workdir.name,
+            "--build-max-beam-size",
+            str(max_beam_size),
+        )
         if result.returncode != 0:
             sys.exit(f"building the tiny export failed:\n{result.stderr[-3000:]}")
         exports = [result.stdout.strip().splitlines()[-1]]
