@@ -1,0 +1,84 @@
+"""benchmarks/micro/decode_profile.py: each kernel goes to the part of the search its name says,
+and a profiled translation's JSON line shares out all of the kernel time."""
+
+import json
+
+import pytest
+
+from benchmarks.micro import decode_profile
+from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
+
+LOOP = "Translator._search/while/body/_1/while"
+
+
+@pytest.mark.parametrize(
+    "op_name, op_type, part",
+    [
+        (f"{LOOP}/decoder/layer_0/self_attention/query/MatMul", "_MklMatMul", "step: matmuls"),
+        (f"{LOOP}/MatMul_1", "MatMul", "step: matmuls"),  # the output projection
+        (
+            f"{LOOP}/decoder/layer_0/self_attention/TensorScatterUpdate",
+            "TensorScatterUpdate",
+            "step: cache writes",
+        ),
+        (f"{LOOP}/decoder/layer_1/norm_1/Rsqrt", "Rsqrt", "step: other"),
+        (f"{LOOP}/LogSoftmax", "LogSoftmax", "step: other"),
+        (f"{LOOP}/GatherV2_3", "GatherV2", "beam: cache reorder"),
+        (f"{LOOP}/TopKV2", "TopKV2", "beam: top-k"),
+        (f"{LOOP}/Where", "Where", "beam: other"),
+        (
+            "Translator._search/encoder/layer_0/feed_forward/MatMul",
+            "_MklMatMul",
+            "encoder and cross-attention keys/values",
+        ),
+        ("Translator._search/cond/ConcatV2", "ConcatV2", "between segments: cache growth"),
+        ("Translator._search/Cast", "Cast", "outside: other"),
+    ],
+)
+def test_each_kernel_goes_to_the_part_its_name_says(op_name, op_type, part):
+    assert decode_profile.category(op_name, op_type) == part
+
+
+def test_the_json_line_shares_out_the_kernel_time_of_a_profiled_translation(
+    tmp_path_factory, tmp_path, capsys
+):
+    run = tiny_copy_run_folder(tmp_path_factory)
+    source = tmp_path / "source.txt"
+    source.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf-8")
+    decode_profile.main(["--trained", str(run), "--source-file", str(source), "--beam-size", "2"])
+    out = capsys.readouterr().out.strip().splitlines()
+    record = json.loads(out[-1])
+    assert record["benchmark"] == "decode_profile" and record["lines"] == 3
+    assert record["beam_size"] == 2 and record["seconds_unprofiled"] > 0
+    parts = set(record["op_ms"])
+    # A beam search of a Transformer multiplies matrices, writes and reorders its caches and
+    # takes a top-k at every step, after encoding the source outside the loop.
+    assert {
+        "step: matmuls",
+        "step: cache writes",
+        "step: other",
+        "beam: cache reorder",
+        "beam: top-k",
+        "encoder and cross-attention keys/values",
+    } <= parts
+    assert parts <= {decode_profile.category(*names) for names in _EVERY_PART}
+    assert all(ms > 0 for ms in record["op_ms"].values())
+    assert sum(record["op_share"].values()) == pytest.approx(1.0, abs=1e-3)
+    # A few hundred kernels a step, over at least the steps of the longest output.
+    assert record["kernels"] > 100 * max(len(s) for s in SENTENCES[:3])
+    # The table: one line per part, the largest first.
+    table = [line for line in out if line.split(" ")[0] in {"step:", "beam:"}]
+    assert len(table) == len([p for p in parts if p.startswith(("step:", "beam:"))])
+
+
+_EVERY_PART = [
+    (f"{LOOP}/MatMul", "MatMul"),
+    (f"{LOOP}/decoder/TensorScatterUpdate", "TensorScatterUpdate"),
+    (f"{LOOP}/decoder/Mul", "Mul"),
+    (f"{LOOP}/GatherV2", "GatherV2"),
+    (f"{LOOP}/TopKV2", "TopKV2"),
+    (f"{LOOP}/Where", "Where"),
+    ("encoder/MatMul", "MatMul"),
+    ("cond/ConcatV2", "ConcatV2"),
+    ("Cast", "Cast"),
+]
