@@ -68,6 +68,41 @@ def test_force_prefix_against_hand_computed_values():
     )
 
 
+def test_beam_candidates_forced_after_the_top_k_are_those_of_force_prefix_then_top_k():
+    """Beam search applies a prefix to its 2k candidates, not to the beam x vocabulary
+    log-probabilities: the same real candidates, in the same order, as `force_prefix` followed
+    by a top-k over the beams' rows."""
+    from types import SimpleNamespace
+
+    from keras_transformer.decoding.beam_search import _forced_candidates
+    from keras_transformer.decoding.top_k import top_k
+
+    rng = np.random.default_rng(0)
+    n, k, vocab = 4, 3, 7
+    log_probs = rng.normal(size=(n, k, vocab)).astype("float32")
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    alive = rng.normal(size=(n, k)).astype("float32")
+    alive[1, 1:] = NEG_INF  # one live beam, as at step 0
+    # Sentence 2: beams 0 and 1 tie on the forced token (ties go to the lower beam).
+    log_probs[2, 0, 5], log_probs[2, 1, 5], alive[2, :2] = -1.0, -1.0, -0.5
+    # Step 1: sentences 0-2 have a prefix token there, sentence 3 a prefix that has ended.
+    prefixes = np.array([[6, 4, PAD], [3, 2, PAD], [1, 5, 6], [8, PAD, PAD]], "int32")
+    rows = np.repeat(prefixes, k, axis=0)
+    forced = force_prefix(log_probs.reshape(n * k, vocab), rows, 1, pad_id=PAD)
+    totals = alive[:, :, None] + ops.reshape(forced, (n, k, vocab))
+    expected_values, expected_indices = numpy_arrays(ops.top_k(ops.reshape(totals, (n, -1)), 2 * k))
+    values, indices = top_k(ops.reshape(alive[:, :, None] + log_probs, (n, -1)), 2 * k)
+    values, indices = numpy_arrays(
+        _forced_candidates(values, indices, log_probs, alive, rows, 1, SimpleNamespace(pad_id=PAD))
+    )
+    real = expected_values > NEG_INF / 2
+    assert real.sum(axis=1).tolist() == [3, 1, 3, 2 * k]
+    np.testing.assert_array_equal(values > NEG_INF / 2, real)
+    np.testing.assert_array_equal(values[real], expected_values[real])
+    np.testing.assert_array_equal(indices[real], expected_indices[real])
+    assert indices[2, :2].tolist() == [5, vocab + 5]  # the tie: beam 0 first
+
+
 def test_beam_n_best_start_with_the_prefix_and_score_the_whole_output(model):
     search = BeamSearch(beam_size=3, alpha=0.6, max_extra_length=6, num_hypotheses=3)
     free_ids = numpy_arrays(search(model, SOURCES))[0]

@@ -41,7 +41,7 @@ from keras_transformer.decoding.incremental import (
     forbid_tokens,
 )
 from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
-from keras_transformer.decoding.prefix import force_prefix
+from keras_transformer.decoding.prefix import prefix_tokens_at
 from keras_transformer.decoding.result import SearchResult
 from keras_transformer.decoding.top_k import top_k
 
@@ -189,9 +189,8 @@ class BeamSearch:
             )
             log_probs = forbid_tokens(log_probs, (decoder.pad_id, decoder.bos_id))
             log_probs = forbid_early_eos(log_probs, decoder.eos_id, step, self.min_length)
-            if len(rows) > 1:
-                log_probs = force_prefix(log_probs, rows[1], step, decoder.pad_id)
-            candidates = self._candidates(log_probs, alive, step, running[1], decoder)
+            prefixes = rows[1] if len(rows) > 1 else None
+            candidates = self._candidates(log_probs, alive, step, running[1], decoder, prefixes)
             alive, parent_beams = self._next_alive(candidates, running[2])
             finished, running_scores = self._next_finished(
                 finished, candidates, running[0], step + 1
@@ -206,13 +205,24 @@ class BeamSearch:
         ids, log_probs, scores, lengths = (value[:, : self.num_hypotheses] for value in finished)
         return SearchResult(ids, lengths, log_probs, scores)
 
-    def _candidates(self, log_probs, alive, step, caps, decoder):
-        """The 2k best one-token extensions of the alive hypotheses (`_Candidates`)."""
+    def _candidates(self, log_probs, alive, step, caps, decoder, prefixes=None):
+        """The 2k best one-token extensions of the alive hypotheses (`_Candidates`); with
+        `prefixes` (`[batch * k, length]`), those of a prefix's token where it has one."""
         alive_ids, alive_log_probs, _ = alive
         k, vocab_size = self.beam_size, decoder.vocab_size
         log_probs = ops.reshape(log_probs, (-1, k, vocab_size))
         totals = ops.reshape(alive_log_probs[:, :, None] + log_probs, (-1, k * vocab_size))
         candidate_log_probs, flat_indices = top_k(totals, 2 * k)
+        if prefixes is not None:
+            candidate_log_probs, flat_indices = _forced_candidates(
+                candidate_log_probs,
+                flat_indices,
+                log_probs,
+                alive_log_probs,
+                prefixes,
+                step,
+                decoder,
+            )
         beams = flat_indices // vocab_size
         tokens = ops.cast(flat_indices % vocab_size, "int32")
         positions = ops.arange(ops.shape(alive_ids)[2])
@@ -303,6 +313,31 @@ def _no_finished(batch_size, beam_size, buffer_length, pad_id):
         ops.full((batch_size, beam_size), NEG_INF, "float32"),
         ops.full((batch_size, beam_size), NEG_INF, "float32"),
         ops.zeros((batch_size, beam_size), "int32"),
+    )
+
+
+def _forced_candidates(
+    candidate_log_probs, flat_indices, log_probs, alive_log_probs, prefixes, step, decoder
+):
+    """`(log-probs, flat indices)` of the 2k candidates, those of a sentence whose prefix has
+    a token at `step` replaced by each beam extended by that token, best first, and k empty
+    slots: what the top-k gives after `force_prefix`, whose three passes over beam x
+    vocabulary values a step this replaces (docs/decisions.md#prefix-after-top-k)."""
+    running_size, k, vocab_size = (ops.shape(log_probs)[i] for i in range(3))
+    # All beams of a sentence share its prefix: its first beam's row.
+    first_beams = ops.reshape(prefixes, (running_size, k, ops.shape(prefixes)[1]))[:, 0]
+    forced, token = prefix_tokens_at(first_beams, step, decoder.pad_id)
+    token_log_probs = ops.take_along_axis(
+        log_probs, ops.repeat(token[:, None, None], k, axis=1), axis=2
+    )[:, :, 0]
+    # Ties go to the lower beam, as in the top-k over the beams' concatenated rows.
+    values, beams = ops.top_k(alive_log_probs + token_log_probs, k)
+    values = ops.concatenate([values, ops.full((running_size, k), NEG_INF, values.dtype)], 1)
+    indices = ops.concatenate([beams, beams], axis=1) * vocab_size + token[:, None]
+    indices = ops.cast(indices, flat_indices.dtype)
+    return (
+        ops.where(forced[:, None], values, candidate_log_probs),
+        ops.where(forced[:, None], indices, flat_indices),
     )
 
 
