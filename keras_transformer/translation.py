@@ -172,10 +172,13 @@ def compile_search(search_fn, decoder, enabled=True, jit_single=False):
         import tensorflow as tf
 
         _quiet_search_retracing()
-        graph = tf.function(search_fn)
+        # No AutoGraph: the search is keras.ops, its loops and branches explicit ops, as
+        # Keras's own exports and train steps; converting its source took most of each trace
+        # (docs/decisions.md#no-autograph).
+        graph = tf.function(search_fn, autograph=False)
         if not jit_single:
             return graph
-        xla = tf.function(search_fn, jit_compile=True)
+        xla = tf.function(search_fn, jit_compile=True, autograph=False)
         return lambda source_ids, *extra: (xla if len(source_ids) == 1 else graph)(
             source_ids, *extra
         )
