@@ -327,9 +327,9 @@ def _forced_candidates(
     # All beams of a sentence share its prefix: its first beam's row.
     first_beams = ops.reshape(prefixes, (running_size, k, ops.shape(prefixes)[1]))[:, 0]
     forced, token = prefix_tokens_at(first_beams, step, decoder.pad_id)
-    token_log_probs = ops.take_along_axis(
-        log_probs, ops.repeat(token[:, None, None], k, axis=1), axis=2
-    )[:, :, 0]
+    # Each beam's log-probability of its sentence's token, by one gather from the flat values.
+    rows = ops.reshape(ops.arange(running_size * k, dtype="int32"), (running_size, k))
+    token_log_probs = ops.take(ops.reshape(log_probs, (-1,)), rows * vocab_size + token[:, None])
     # Ties go to the lower beam, as in the top-k over the beams' concatenated rows.
     values, beams = ops.top_k(alive_log_probs + token_log_probs, k)
     values = ops.concatenate([values, ops.full((running_size, k), NEG_INF, values.dtype)], 1)
