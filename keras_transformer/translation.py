@@ -173,8 +173,8 @@ def compile_search(search_fn, decoder, enabled=True, jit_single=False):
 
         _quiet_search_retracing()
         # No AutoGraph: the search is keras.ops, its loops and branches explicit ops, as
-        # Keras's own exports and train steps; converting its source took most of each trace
-        # (docs/decisions.md#no-autograph).
+        # Keras's own exports and train steps; converting its source took most of a process's
+        # first trace (docs/decisions.md#no-autograph).
         graph = tf.function(search_fn, autograph=False)
         if not jit_single:
             return graph
