@@ -55,6 +55,8 @@ import time
 from benchmarks.common import machine_line, machine_record, run_module
 
 BATCH_SIZES = [0, 1, 1, 2, 4, 8, 16, 32]  # 1 twice: single sentences are the common case
+# The soak's requests use beams 1 to this (VALID_SETTINGS), and its tiny export compiles as many.
+SOAK_MAX_BEAM_SIZE = 4
 # None: the request leaves every setting out (TF Serving fills the SignatureDef's defaults).
 VALID_SETTINGS = [
     None,
@@ -104,7 +106,7 @@ ORDINARY = [
 INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
 
 
-def build_export(directory, max_beam_size=4):
+def build_export(directory, max_beam_size):
     """A tiny export under `directory` (run in a child process); prints its path. The export
     compiles one search per beam width up to `max_beam_size`: the latency mode, whose requests
     all carry one beam, builds only as many."""
@@ -395,7 +397,9 @@ def main():
         help="every Nth request out of range, counted apart from the latency (default: none)",
     )
     parser.add_argument("--build", help=argparse.SUPPRESS)
-    parser.add_argument("--build-max-beam-size", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--build-max-beam-size", type=int, default=SOAK_MAX_BEAM_SIZE, help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.build:
         build_export(args.build, args.build_max_beam_size)
@@ -407,7 +411,7 @@ def main():
     exports, workdir = args.export, None
     if not exports:
         workdir = tempfile.TemporaryDirectory(prefix="serving_soak_")
-        max_beam_size = args.beam_size if args.latency else 4  # the soak's requests use 1-4
+        max_beam_size = args.beam_size if args.latency else SOAK_MAX_BEAM_SIZE
         result = run_module(
             "benchmarks.serving_soak",
             "--build",
@@ -448,7 +452,7 @@ def soak(args, export, workdir, build_s):
             )
     rng = random.Random(args.seed)
     for batch_size in BATCH_SIZES:
-        for beam in (1, 2, 3, 4):
+        for beam in range(1, SOAK_MAX_BEAM_SIZE + 1):
             server.predict([rng.choice(pool) for _ in range(batch_size)], {"beam_size": beam})
     warm_s = time.time() - started
     rss_warm = resident_mb()
