@@ -9,6 +9,17 @@ from benchmarks.micro import decode_profile
 from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder
 
 LOOP = "Translator._search/while/body/_1/while"
+PARTS = {
+    "step: matmuls",
+    "step: cache writes",
+    "step: other",
+    "beam: cache reorder",
+    "beam: top-k",
+    "beam: other",
+    "encoder and cross-attention keys/values",
+    "between segments: cache growth",
+    "outside: other",
+}
 
 
 @pytest.mark.parametrize(
@@ -51,34 +62,24 @@ def test_the_json_line_shares_out_the_kernel_time_of_a_profiled_translation(
     assert record["benchmark"] == "decode_profile" and record["lines"] == 3
     assert record["beam_size"] == 2 and record["seconds_unprofiled"] > 0
     parts = set(record["op_ms"])
+    assert parts <= PARTS
     # A beam search of a Transformer multiplies matrices, writes and reorders its caches and
-    # takes a top-k at every step, after encoding the source outside the loop.
-    assert {
+    # takes a top-k at every step, after encoding the source outside the loop. (A part of a
+    # few kernels, such as the caches' growth, may round to 0.0 ms.)
+    every_search = {
         "step: matmuls",
         "step: cache writes",
         "step: other",
         "beam: cache reorder",
         "beam: top-k",
         "encoder and cross-attention keys/values",
-    } <= parts
-    assert parts <= {decode_profile.category(*names) for names in _EVERY_PART}
-    assert all(ms > 0 for ms in record["op_ms"].values())
+    }
+    assert all(record["op_ms"].get(part, 0) > 0 for part in every_search)
     assert sum(record["op_share"].values()) == pytest.approx(1.0, abs=1e-3)
     # A few hundred kernels a step, over at least the steps of the longest output.
     assert record["kernels"] > 100 * max(len(s) for s in SENTENCES[:3])
     # The table: one line per part, the largest first.
-    table = [line for line in out if line.split(" ")[0] in {"step:", "beam:"}]
-    assert len(table) == len([p for p in parts if p.startswith(("step:", "beam:"))])
-
-
-_EVERY_PART = [
-    (f"{LOOP}/MatMul", "MatMul"),
-    (f"{LOOP}/decoder/TensorScatterUpdate", "TensorScatterUpdate"),
-    (f"{LOOP}/decoder/Mul", "Mul"),
-    (f"{LOOP}/GatherV2", "GatherV2"),
-    (f"{LOOP}/TopKV2", "TopKV2"),
-    (f"{LOOP}/Where", "Where"),
-    ("encoder/MatMul", "MatMul"),
-    ("cond/ConcatV2", "ConcatV2"),
-    ("Cast", "Cast"),
-]
+    table = [line[:42].strip() for line in out if line[:42].strip() in parts]
+    assert sorted(table) == sorted(parts)
+    milliseconds = [record["op_ms"][part] for part in table]
+    assert milliseconds == sorted(milliseconds, reverse=True)
