@@ -50,6 +50,20 @@ def test_each_kernel_goes_to_the_part_its_name_says(op_name, op_type, part):
     assert decode_profile.category(op_name, op_type) == part
 
 
+def test_top_op_types_are_the_slowest_op_types_of_any_part():
+    by_type = {
+        ("step: matmuls", "_MklMatMul"): (548.0, 329),
+        ("step: cache writes", "TensorScatterUpdate"): (285.0, 2632),
+        ("beam: other", "AddV2"): (38.0, 5272),
+        ("step: other", "AddV2"): (8.0, 6759),
+    }
+    assert decode_profile.top_op_types(by_type, 3) == [
+        ("step: matmuls", "_MklMatMul", 548.0, 329),
+        ("step: cache writes", "TensorScatterUpdate", 285.0, 2632),
+        ("beam: other", "AddV2", 38.0, 5272),
+    ]
+
+
 def test_the_json_line_shares_out_the_kernel_time_of_a_profiled_translation(
     tmp_path_factory, tmp_path, capsys
 ):
@@ -83,3 +97,10 @@ def test_the_json_line_shares_out_the_kernel_time_of_a_profiled_translation(
     assert sorted(table) == sorted(parts)
     milliseconds = [record["op_ms"][part] for part in table]
     assert milliseconds == sorted(milliseconds, reverse=True)
+    # The op types: slowest first, each within its part's time, the search's products among them.
+    top = record["top_op_types"]
+    assert len(top) == 15 and {row["part"] for row in top} <= PARTS
+    assert [row["ms"] for row in top] == sorted((row["ms"] for row in top), reverse=True)
+    assert all(row["ms"] <= record["op_ms"][row["part"]] + 0.1 for row in top)
+    assert all(0 < row["kernels"] <= record["kernels"] for row in top)
+    assert any(row["part"] == "step: matmuls" for row in top)

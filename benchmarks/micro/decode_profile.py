@@ -15,7 +15,9 @@ goes to one of
 - `between segments: cache growth` (`ConcatV2` outside the loop) and `outside: other`.
 
 Times are summed over the threads that ran them (2 threads give up to twice the wall time).
-Prints a table and last one JSON line. The profile is of TensorFlow's executor; XLA or
+Prints a table by part, then the `--top` op types that took most time (each with its part, its
+kernel count and its mean microseconds per kernel: many short kernels are executor overhead,
+few long ones are arithmetic), and last one JSON line. The profile is of TensorFlow's executor; XLA or
 other backends are not covered.
 
 Usage (from the repository root):
@@ -37,6 +39,7 @@ THREADS = int(os.environ.get("DECODE_THREADS", "2"))
 
 def parse_args(argv=None):
     parser = trained_search_parser(__doc__.split("\n\n")[0], lines=500)
+    parser.add_argument("--top", type=int, default=15, help="op types listed (default 15)")
     return parser.parse_args(argv)
 
 
@@ -58,14 +61,15 @@ def category(op_name, op_type):
 
 
 def op_times(logdir):
-    """`({category: ms}, kernel count)` from the host trace the profiler wrote in `logdir`."""
+    """`({category: ms}, {(category, op type): (ms, kernels)})` from the host trace the
+    profiler wrote in `logdir`."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     path = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
     space = xplane_pb2.XSpace()
     with open(path, "rb") as file:
         space.ParseFromString(file.read())
-    totals, kernels = collections.Counter(), 0
+    totals, by_type = collections.Counter(), collections.defaultdict(lambda: [0.0, 0])
     for plane in space.planes:
         names = {key: value.name for key, value in plane.event_metadata.items()}
         for line in plane.lines:
@@ -76,9 +80,17 @@ def op_times(logdir):
                 if ":" not in name or "::" in name:  # executor bookkeeping, not a kernel
                     continue
                 op_name, op_type = name.rsplit(":", 1)
-                totals[category(op_name, op_type)] += event.duration_ps / 1e9
-                kernels += 1
-    return totals, kernels
+                part, ms = category(op_name, op_type), event.duration_ps / 1e9
+                totals[part] += ms
+                by_type[part, op_type][0] += ms
+                by_type[part, op_type][1] += 1
+    return totals, {key: tuple(value) for key, value in by_type.items()}
+
+
+def top_op_types(by_type, count):
+    """The `count` op types that took most time: `[(part, op type, ms, kernels)]`."""
+    rows = [(part, op_type, ms, kernels) for (part, op_type), (ms, kernels) in by_type.items()]
+    return sorted(rows, key=lambda row: -row[2])[:count]
 
 
 def main(argv=None):
@@ -103,13 +115,20 @@ def main(argv=None):
     tf.profiler.experimental.start(logdir)
     translator.translate(lines)
     tf.profiler.experimental.stop()
-    totals, kernels = op_times(logdir)
-    total = sum(totals.values())
+    totals, by_type = op_times(logdir)
+    total, kernels = sum(totals.values()), sum(k for _, k in by_type.values())
+    top = top_op_types(by_type, args.top)
     machine = machine_record()
     print(machine_line(machine, THREADS))
     print(f"# {len(lines)} lines, unprofiled pass {seconds:.2f} s; {kernels} kernels profiled")
     for name, ms in totals.most_common():
         print(f"{name:42} {ms:9.0f} ms {100 * ms / total:5.1f}%")
+    print(f"# the {len(top)} op types that took most time")
+    for part, op_type, ms, count in top:
+        print(
+            f"{op_type:24} {part:40} {ms:7.0f} ms {100 * ms / total:5.1f}% "
+            f"{count:8d} kernels {1000 * ms / count:7.1f} us each"
+        )
     print(
         json.dumps(
             {
@@ -124,6 +143,10 @@ def main(argv=None):
                 "kernels": kernels,
                 "op_ms": {name: round(ms, 1) for name, ms in totals.most_common()},
                 "op_share": {name: round(ms / total, 4) for name, ms in totals.most_common()},
+                "top_op_types": [
+                    {"op_type": op_type, "part": part, "ms": round(ms, 1), "kernels": count}
+                    for part, op_type, ms, count in top
+                ],
             }
         )
     )
