@@ -31,7 +31,7 @@ def test_a_too_long_line_is_named_by_its_line_in_the_file(run_folder, tmp_path, 
     output = tmp_path / "out.txt"
     output.write_text("an earlier translation\n")
     command = ["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output)]
-    assert main([*command, "--chunk-size", "2", "--on-too-long", "error"]) == 2
+    assert main([*command, "--overwrite", "--chunk-size", "2", "--on-too-long", "error"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"keras-transformer translate: error: line 4 of {str(source)!r} has ")
     assert err.count("\n") == 1 and "texts[" not in err
@@ -120,7 +120,7 @@ def test_n_best_without_beam_search_is_one_error_before_the_load(search, tmp_pat
     output.write_text("an earlier translation\n")
     # The model folder does not exist: the error must come before any load.
     command = ["translate", "--model", str(tmp_path / "run"), "-i", str(source), "-o", str(output)]
-    assert main([*command, "--n-best", "2", "--search", search]) == 2
+    assert main([*command, "--overwrite", "--n-best", "2", "--search", search]) == 2
     err = capsys.readouterr().err
     assert err == (
         f"keras-transformer translate: error: --n-best 2 needs beam search, but the search "

@@ -143,6 +143,7 @@ def test_an_earlier_output_survives_a_write_that_fails_midway(tmp_path, monkeypa
                 str(reference),
                 "--output",
                 str(output),
+                "--overwrite",
             ]
         )
     assert output.read_text(encoding="utf-8") == "an earlier output\n"

@@ -156,3 +156,33 @@ def test_a_failed_train_start_leaves_an_existing_runs_files_alone(misaligned, tm
         assert (tmp_path / "run" / name).read_bytes() == content, name
     assert json.loads(files["config.json"])["dropout"] == 0.0
     assert sorted(files) == ["config.json", "training_config.json", "vocab.model"]
+
+
+@pytest.mark.parametrize(
+    "command, arguments",
+    [
+        ("translate", ["-i", "{source}", "-o", "{output}"]),
+        ("translate", ["-i", "{source}", "--alignments", "{output}"]),
+        ("score", ["--source", "{source}", "--target", "{source}", "-o", "{output}"]),
+        ("evaluate", ["--source", "{source}", "--reference", "{source}", "--output", "{output}"]),
+        ("parse", ["--input", "{source}", "--output", "{output}"]),
+    ],
+)
+def test_commands_that_write_text_refuse_an_existing_file_before_the_model_loads(
+    command, arguments, tmp_path, capsys
+):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("a b\n", encoding="utf-8")
+    output.write_text("an earlier output\n", encoding="utf-8")
+    filled = [value.format(source=source, output=output) for value in arguments]
+    # No model folder: the refusal must come before any load.
+    assert cli_main([command, "--model", str(tmp_path / "run"), *filled]) == 2
+    flag = arguments[-2] if arguments[-2] != "-o" else "--output"
+    assert _one_error_line(capsys, command).endswith(
+        f"{flag} {str(output)!r} exists already; give --overwrite to replace it, or another {flag}"
+    )
+    assert output.read_text(encoding="utf-8") == "an earlier output\n"
+    # With --overwrite the same command gets past the check, to the missing model.
+    assert cli_main([command, "--model", str(tmp_path / "run"), *filled, "--overwrite"]) == 2
+    assert "exists already" not in _one_error_line(capsys, command)
+    assert output.read_text(encoding="utf-8") == "an earlier output\n"

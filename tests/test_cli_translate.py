@@ -166,6 +166,7 @@ def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(
                 str(source),
                 "-o",
                 str(output),
+                "--overwrite",
                 "--chunk-size",
                 "1",
             ]
@@ -186,27 +187,29 @@ def test_a_line_that_is_not_utf8_is_named_and_an_earlier_output_survives(
     )
 
 
-def test_an_existing_output_is_replaced_when_the_run_succeeds(run_folder, tmp_path):
+@pytest.mark.parametrize("flag", ["-o", "--alignments"])
+def test_an_existing_output_is_refused_before_the_model_loads(flag, tmp_path, capsys):
+    source, output = tmp_path / "in.en", tmp_path / "out.de"
+    source.write_text("a dog\n", encoding="utf-8")
+    output.write_text("an earlier translation\n", encoding="utf-8")
+    # The model folder does not exist: the refusal must come before any load.
+    command = ["translate", "--model", str(tmp_path / "run"), "-i", str(source), flag, str(output)]
+    assert main(command) == 2
+    name = "--output" if flag == "-o" else flag
+    assert capsys.readouterr().err == (
+        f"keras-transformer translate: error: {name} {str(output)!r} exists already; give "
+        f"--overwrite to replace it, or another {name}\n"
+    )
+    assert output.read_text(encoding="utf-8") == "an earlier translation\n"
+
+
+def test_an_existing_output_is_replaced_with_overwrite_when_the_run_succeeds(run_folder, tmp_path):
     source = tmp_path / "in.en"
     source.write_text("a dog\n\nhello\n", encoding="utf-8")
     output = tmp_path / "out.de"
     output.write_text("an earlier translation\n", encoding="utf-8")
-    assert (
-        main(
-            [
-                "translate",
-                "--model",
-                str(run_folder),
-                "-i",
-                str(source),
-                "-o",
-                str(output),
-                "--max-extra-length",
-                "3",
-            ]
-        )
-        == 0
-    )
+    command = ["translate", "--model", str(run_folder), "-i", str(source), "-o", str(output)]
+    assert main([*command, "--overwrite", "--max-extra-length", "3"]) == 0
     expected = Translator.load(str(run_folder), max_extra_length=3).translate(
         ["a dog", "", "hello"]
     )

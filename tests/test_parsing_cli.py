@@ -178,6 +178,7 @@ def test_parse_command_writes_one_tree_over_the_words_per_line(parser_run, tmp_p
                 "--max-extra-length",
                 "8",
                 "--unconstrained",
+                "--overwrite",
             ]
         )
         == 0
@@ -297,7 +298,8 @@ def test_the_run_s_opening_penalty_is_used_and_can_be_overridden(parser_run, tmp
 
     def parse(model, *flags):
         output = tmp_path / "trees.txt"
-        assert main(["parse", "--model", str(model), "--output", str(output), *flags] + common) == 0
+        command = ["parse", "--model", str(model), "--output", str(output), "--overwrite"]
+        assert main(command + list(flags) + common) == 0
         return [parse_tree(line) for line in output.read_text(encoding="utf-8").splitlines()]
 
     def constituents(tree):

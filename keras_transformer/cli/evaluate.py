@@ -72,6 +72,11 @@ def add_arguments(parser):
     )
     add("--output", metavar="FILE", help="write the translations here")
     add(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output file (written only once the run has succeeded)",
+    )
+    add(
         "--target-language",
         metavar="LANG",
         help="target language code (de, fr, ...): sacreBLEU's tokenizer choice "
@@ -183,9 +188,9 @@ def run(args):
                     f"{args.source!r} has {len(sources)}; the files must be line-aligned"
                 )
         if args.output:  # before the model is loaded and the test set translated
-            from keras_transformer.training.output_dir import check_output_file
+            from keras_transformer.training.output_dir import check_new_output_file
 
-            check_output_file(args.output, "--output")
+            check_new_output_file(args.output, "--output", args.overwrite)
         translator = translator_from_args(args)
         start = time.perf_counter()
         from keras_transformer.translation import input_lines

@@ -43,6 +43,11 @@ def add_arguments(parser):
     )
     group.add_argument("-o", "--output", metavar="FILE", help="trees (default: stdout)")
     group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output file (written only once the run has succeeded)",
+    )
+    group.add_argument(
         "--tokenize",
         action="store_true",
         help="the input is raw text: tokenize it the Penn Treebank way first",
@@ -87,6 +92,10 @@ def run(args):
                 "tokenized text"
             ) from None
         tokenizer = TreebankWordTokenizer()
+    if args.output:  # before the model loads
+        from keras_transformer.training.output_dir import check_new_output_file
+
+        check_new_output_file(args.output, "--output", args.overwrite)
     # Before the model loads: a run without parsing.json is refused in one line.
     linearizer = read_parsing_settings(args.model)  # several --model: an ensemble
     penalty = args.opening_penalty

@@ -54,6 +54,11 @@ def add_arguments(parser):
         help="write the mean log-probability per target token (eos counted) instead of the sum",
     )
     group.add_argument("-o", "--output", metavar="FILE", help="scores (default: stdout)")
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output file (written only once the run has succeeded)",
+    )
     group.add_argument("--batch-size", type=int, default=32, help="sentence pairs per batch")
     group.add_argument(
         "--batch-tokens",
@@ -106,9 +111,9 @@ def run(args):
             f"{targets}; give one target line per source line"
         )
     if args.output:  # before the model loads
-        from keras_transformer.training.output_dir import check_output_file
+        from keras_transformer.training.output_dir import check_new_output_file
 
-        check_output_file(args.output, "--output")
+        check_new_output_file(args.output, "--output", args.overwrite)
     from keras_transformer.translation import Translator, input_lines, target_lines
 
     translator = Translator.load(

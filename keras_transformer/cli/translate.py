@@ -223,8 +223,13 @@ def add_arguments(parser):
         "--alignments",
         metavar="FILE",
         help="also write each translation's word alignment to FILE, one line of Pharaoh "
-        "'i-j' pairs (source word i, target word j, 0-based) per output line; FILE must "
-        "not exist",
+        "'i-j' pairs (source word i, target word j, 0-based) per output line",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --output or --alignments file (written only once the run "
+        "has succeeded)",
     )
     group.add_argument(
         "--n-best",
@@ -305,7 +310,7 @@ def run(args):
     from keras_transformer.cli.prefix_file import check_prefix_file, prefix_chunks
 
     prefix_count = check_prefix_file(args.prefix_file, args.input) if args.prefix_file else 0
-    _check_alignments_file(args)
+    _check_output_files(args)
     translator = translator_from_args(args, num_hypotheses=args.n_best)
     from keras_transformer.translation import input_lines
 
@@ -336,14 +341,16 @@ def run(args):
     return 0
 
 
-def _check_alignments_file(args):
-    """An existing --alignments file is refused before any work: nothing is overwritten."""
+def _check_output_files(args):
+    """Existing --output and --alignments files are refused before any work, unless
+    --overwrite: nothing written earlier is replaced unasked."""
+    from keras_transformer.training.output_dir import check_new_output_file
+
+    if args.output:
+        check_new_output_file(args.output, "--output", args.overwrite)
     if not args.alignments:
         return
-    if os.path.exists(args.alignments):
-        raise UserInputError(
-            f"--alignments {args.alignments!r} exists already; remove it or give another FILE"
-        )
+    check_new_output_file(args.alignments, "--alignments", args.overwrite)
     if args.output and os.path.abspath(args.output) == os.path.abspath(args.alignments):
         raise UserInputError("--alignments and --output name the same file; give two files")
 

@@ -176,6 +176,19 @@ def check_output_file(path, flag):
         )
 
 
+def check_new_output_file(path, flag, overwrite):
+    """`check_output_file`, and an existing file at `path` refused unless `overwrite`: a
+    command's output never replaces an earlier file unasked. Cheap: callers check before a
+    long computation."""
+    check_output_file(path, flag)
+    if os.path.isdir(path):
+        raise UserInputError(f"{flag} {path!r} is a folder; give a file name")
+    if os.path.exists(path) and not overwrite:
+        raise UserInputError(
+            f"{flag} {path!r} exists already; give --overwrite to replace it, or another {flag}"
+        )
+
+
 def _make_readable(path):
     # mkstemp creates files readable by the owner only; give the final file the usual mode.
     umask = os.umask(0)
