@@ -31,6 +31,7 @@ P(target | source) by teacher forcing (`keras_transformer.decoding.scoring`), ba
 `translate` is; `target_lines` names the targets as lines of a file in its messages.
 """
 
+import collections
 import contextlib
 import contextvars
 import copy
@@ -717,6 +718,11 @@ def translate(
     Returns:
         As `Translator.translate`: strings, or n-best lists of `(text, score)`.
 
+    A path's translator (with its compiled searches) is kept for the next call with the same
+    path, vocabulary and settings while its files are unchanged (the last
+    `KEPT_TRANSLATORS`); sampling (`search="sample"`) loads anew each call, so that a seed
+    gives the same samples every call.
+
     Example:
     >>> translate(["Hello world."], model="runs/ende")
     ['Hallo Welt.']
@@ -732,7 +738,7 @@ def translate(
             **options,
         )
         if isinstance(model, (str, os.PathLike)):
-            translator = Translator.load(model, vocabulary=vocabulary, **settings)
+            translator = _loaded_translator(model, vocabulary, settings)
         else:
             if vocabulary is None:
                 raise UserInputError(
@@ -741,3 +747,47 @@ def translate(
                 )
             translator = Translator(model, vocabulary, **settings)
     return translator.translate(texts, num_hypotheses=num_hypotheses, target_prefix=target_prefix)
+
+
+# translate(model=PATH) keeps the translators it loaded: a load and its searches' first traces
+# take seconds, and scripts call translate() in loops.
+KEPT_TRANSLATORS = 2
+_kept_translators = collections.OrderedDict()
+
+
+def _loaded_translator(path, vocabulary, settings):
+    """`Translator.load(path, vocabulary, **settings)`, or the one an earlier call loaded
+    from the same files (`_load_key`)."""
+    key = _load_key(path, vocabulary, settings)
+    if key is None:
+        return Translator.load(path, vocabulary=vocabulary, **settings)
+    translator = _kept_translators.pop(key, None)
+    if translator is None:
+        translator = Translator.load(path, vocabulary=vocabulary, **settings)
+    _kept_translators[key] = translator
+    while len(_kept_translators) > KEPT_TRANSLATORS:
+        _kept_translators.popitem(last=False)
+    return translator
+
+
+def _load_key(path, vocabulary, settings):
+    """What a load depends on: each file `path` designates (and the vocabulary file) with its
+    size and modification time, and the settings; None for a load that is not kept (averaged
+    checkpoints, sampling, a vocabulary object, settings that cannot be compared)."""
+    if settings.get("average_last") or settings.get("search") == "sample":
+        return None
+    if vocabulary is not None and not isinstance(vocabulary, (str, os.PathLike)):
+        return None
+    try:
+        frozen = tuple(sorted(settings.items()))
+        hash(frozen)
+    except TypeError:
+        return None
+    files = find_model_files(path)
+    model_file = files["model"] + (".index" if files["kind"] == "checkpoint" else "")
+    stamps = []
+    for name in (model_file, files["config"], files["vocabulary"], vocabulary):
+        if name is not None:
+            status = os.stat(name)
+            stamps.append((os.path.abspath(name), status.st_size, status.st_mtime_ns))
+    return tuple(stamps), frozen

@@ -210,6 +210,52 @@ def test_load_from_run_folder_and_keras_file(vocabulary_path, tmp_path):
     assert ensemble.translate(SENTENCES[:3]) == expected
 
 
+def test_translate_keeps_a_loaded_translator_while_its_files_are_unchanged(
+    vocabulary_path, tmp_path, monkeypatch
+):
+    import collections
+    import os
+
+    from keras_transformer import translation
+
+    monkeypatch.setattr(translation, "_kept_translators", collections.OrderedDict())
+    loads = []
+    load = Translator.load.__func__
+
+    def counted_load(cls, *args, **kwargs):
+        loads.append(args)
+        return load(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "load", classmethod(counted_load))
+    vocabulary = SubwordVocabulary(vocabulary_path)
+    model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
+    run = _run_folder(tmp_path, vocabulary_path, model)
+    model.save(run / "model.keras")
+    first = translate(SENTENCES[:3], model=str(run), max_extra_length=5)
+    assert translate(SENTENCES[:3], model=str(run), max_extra_length=5) == first
+    assert len(loads) == 1
+    translate(SENTENCES[:3], model=str(run), max_extra_length=4)  # other settings
+    assert len(loads) == 2
+    # A new model file in the run (as averaging writes one) is loaded, and translates.
+    other = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=13, sharpen=2.0)
+    other.save(run / "averaged.keras")
+    expected = Translator(other, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
+    assert translate(SENTENCES[:3], model=str(run), max_extra_length=5) == expected
+    assert len(loads) == 3
+    # The same file rewritten (a new modification time) is loaded again.
+    status = os.stat(run / "averaged.keras")
+    os.utime(run / "averaged.keras", ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    translate(SENTENCES[:3], model=str(run), max_extra_length=5)
+    assert len(loads) == 4
+    assert len(translation._kept_translators) <= translation.KEPT_TRANSLATORS
+    # Sampling loads each call, so that a seed gives the same samples every call.
+    sampled = [
+        translate(SENTENCES[:3], model=str(run), search="sample", seed=3, max_extra_length=5)
+        for _ in range(2)
+    ]
+    assert sampled[0] == sampled[1] and len(loads) == 6
+
+
 def test_load_from_checkpoint(vocabulary_path, tmp_path):
     import tensorflow as tf
 
