@@ -71,7 +71,7 @@ def test_translate_precision_int8_is_one_error_pointing_to_ctranslate2(tmp_path,
     source.write_text("a b\n")
     output.write_text("an earlier translation\n")
     command = ["translate", "--model", str(tmp_path / "run"), "-i", str(source), "-o", str(output)]
-    assert main([*command, "--precision", "int8"]) == 2
+    assert main([*command, "--overwrite", "--precision", "int8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "usage:" not in err
     assert "'int8'" in err and "export --format ctranslate2 --quantization int8" in err

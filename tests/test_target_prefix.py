@@ -312,7 +312,7 @@ def test_cli_prefix_file_with_another_line_count_is_one_error(
 
     for data, counts in [(b"a dog\nhello\nit rains\n", "more than 2"), (b"a dog\n", "1")]:
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
-        assert main(["translate", "--model", str(run_folder), "-o", str(output),
+        assert main(["translate", "--model", str(run_folder), "-o", str(output), "--overwrite",
                      "--prefix-file", str(prefix_file)]) == 2  # fmt: skip
         assert f"has 2 lines but the input stdin has {counts};" in capsys.readouterr().err
         assert output.read_text(encoding="utf-8") == "an earlier result\n"
