@@ -223,3 +223,19 @@ def test_an_output_folder_gets_the_default_names_inside_it(run_folder, tmp_path,
         "attention-encoder-layer1-head2.png",
     ]
     _assert_png(folder / "attention-encoder-layer1-head2.png")
+
+
+def test_an_existing_picture_is_kept_unless_overwrite(run_folder, tmp_path, capsys):
+    heatmap = tmp_path / "kept.heatmap.png"
+    heatmap.write_bytes(b"earlier")
+    arguments = ["attention", "--model", str(run_folder), "--layer", "1"]
+    arguments += ["--output", str(tmp_path / "kept.png"), SENTENCE]
+    assert main(arguments) == 2
+    error = capsys.readouterr().err
+    assert "kept.heatmap.png' exists already; give --overwrite" in error
+    assert len(error.strip().splitlines()) == 1
+    # Refused before anything is drawn: neither picture is written, the earlier one survives.
+    assert heatmap.read_bytes() == b"earlier" and not (tmp_path / "kept.png").exists()
+    assert main([*arguments[:-1], "--overwrite", SENTENCE]) == 0
+    _assert_png(tmp_path / "kept.png")
+    _assert_png(heatmap)

@@ -89,6 +89,11 @@ def add_arguments(parser):
         "NAME.heatmap.png (default: attention-STACK-layerL.png, in "
         "the current folder or in --output when that is a folder)",
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace pictures that exist already at those paths",
+    )
 
 
 def _pieces(vocabulary, ids):
@@ -118,6 +123,12 @@ def _output_paths(args):
     folder = os.path.dirname(os.path.abspath(lines))
     if not os.path.isdir(folder):
         raise UserInputError(f"--output {args.output!r}: folder {folder!r} does not exist")
+    for path in (lines, heatmap):
+        # Checked before the model loads: an earlier picture is never replaced unasked.
+        if os.path.exists(path) and not args.overwrite:
+            raise UserInputError(
+                f"{path!r} exists already; give --overwrite to replace it, or another --output"
+            )
     return lines, heatmap
 
 
