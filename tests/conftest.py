@@ -47,6 +47,20 @@ def _seed():
     keras.utils.set_random_seed(1234)
 
 
+@pytest.fixture
+def python_loops():
+    """`keras.ops.while_loop` as a Python loop on every backend, so that a scripted decoder's
+    Python calls are its steps: JAX otherwise traces a loop's body once (TensorFlow runs
+    eagerly here already)."""
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    with jax.disable_jit():
+        yield
+
+
 @pytest.fixture(scope="session")
 def data_dir():
     """The shared real data (../shared/data); skips the test with the reason when absent."""

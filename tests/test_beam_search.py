@@ -117,6 +117,7 @@ X, Y = 4, 5
 SOURCE = np.array([[X, X, X, X, EOS]], "int32")  # cap = 5 + 5 = 10
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_early_exit_when_no_alive_hypothesis_can_beat_the_finished_one():
     # Step 1: eos (0.6) finishes with score ln 0.6 / lp(1) = -0.5108. The best alive, x (0.3),
     # can at most reach ln 0.3 / lp(10) = -1.2040 / 1.7329 = -0.6948 < -0.5108: stop.
@@ -130,6 +131,7 @@ def test_early_exit_when_no_alive_hypothesis_can_beat_the_finished_one():
     assert abs(score - math.log(0.6)) < 1e-6
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_no_early_exit_while_the_bound_can_beat_the_finished_one():
     # Step 1: eos (0.45) finishes with -0.7985; x (0.5) is alive with bound
     # ln 0.5 / lp(10) = -0.4000 > -0.7985: go on. Step 2: x eos has log-prob
@@ -152,6 +154,7 @@ def test_no_early_exit_while_the_bound_can_beat_the_finished_one():
     assert abs(expected[ALPHA][1] / lp(2) - (-0.7801)) < 1e-4
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_early_exit_bound_divides_by_the_penalty_at_the_cap():
     # Step 1: eos (0.5) finishes with ln 0.5 = -0.6931. x (0.45) is alive with log-prob
     # -0.7985, below it, but x may grow to the cap of 10 tokens: bound -0.7985 / lp(10) =
@@ -173,6 +176,7 @@ def test_early_exit_bound_divides_by_the_penalty_at_the_cap():
     assert abs(score - math.log(0.5)) < 1e-6
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_hypotheses_that_reach_the_cap_finish_without_eos():
     # eos is never likely: every hypothesis runs to the cap of source length (2) + 1 = 3.
     table = markov_table(6, {t: {X: 0.9, EOS: 0.001} for t in range(6)})

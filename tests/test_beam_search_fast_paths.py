@@ -3,6 +3,7 @@ and no cache growth (nor later segment) once every sentence is done. The referen
 a straightforward beam search in NumPy over full forward passes (no cache, each hypothesis
 its own row of the source), so it shares none of those shortcuts."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -73,7 +74,9 @@ def padded(sources):
 def test_beam_search_of_a_padded_batch_equals_a_plain_search():
     # Caps of 14 to 21 steps: two cache segments (16, then 24); some sentences end with eos
     # early, others run to their caps, so they finish at different steps.
-    model = tiny_model(vocab_size=9, max_length=24, seed=4, sharpen=2.0)
+    # A seed's random weights differ by backend; these give both kinds of sentence on each.
+    seed = {"jax": 5}.get(keras.backend.backend(), 4)
+    model = tiny_model(vocab_size=9, max_length=24, seed=seed, sharpen=2.0)
     rng = np.random.default_rng(0)
     sources = [list(rng.integers(4, 9, size=n)) + [EOS] for n in (1, 8, 4, 6, 2, 5)]
     search = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=12)
@@ -112,6 +115,7 @@ def eos_table(vocab_size, eos_after):
     return table
 
 
+@pytest.mark.usefixtures("python_loops")
 @pytest.mark.parametrize("search", ["beam", "greedy"])
 def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
     def run(decoder):
@@ -130,6 +134,7 @@ def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
     assert long_running.grown_to == [32, 63]
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_finished_sentences_leave_the_running_batch():
     # No eos: each sentence runs to its cap, its source length + 3 (5 and 8 output tokens).
     sources = np.array([[6, EOS, PAD, PAD, PAD], [6, 7, 6, 7, EOS]], "int32")
@@ -145,6 +150,7 @@ def test_finished_sentences_leave_the_running_batch():
         np.testing.assert_array_equal(ops.convert_to_numpy(batch)[1:], ops.convert_to_numpy(single))
 
 
+@pytest.mark.usefixtures("python_loops")
 def test_the_early_exit_waits_only_for_the_requested_hypotheses():
     table = second_hypothesis_later_table()
     sources = np.array([[6, EOS]], "int32")
