@@ -111,6 +111,51 @@ def test_unigram_model_type_and_determinism(tmp_path):
     assert loaded.model_proto == first.model_proto
 
 
+def test_sampled_lines_are_a_seeded_subset_in_corpus_order(tmp_path):
+    source, target = tmp_path / "t.en", tmp_path / "t.de"
+    source.write_text("".join(f"s{i}\n" for i in range(60)), encoding="utf-8")
+    target.write_text("".join(f"t{i}\n" for i in range(60)), encoding="utf-8")
+    corpora = [TextPairCorpus(source, target)]
+    every = list(vocab._lines_of(corpora))
+    assert sorted(every) == sorted([f"s{i}" for i in range(60)] + [f"t{i}" for i in range(60)])
+    first = list(vocab.sampled_lines(corpora, 50, seed=1))
+    assert len(first) == len(set(first)) == 50 and set(first) <= set(every)
+    assert first == [line for line in every if line in set(first)]  # corpus order kept
+    assert list(vocab.sampled_lines(corpora, 50, seed=1)) == first
+    assert list(vocab.sampled_lines(corpora, 50, seed=2)) != first
+    assert list(vocab.sampled_lines(corpora, 120, seed=1)) == every  # no more than there are
+    assert list(vocab.sampled_lines(corpora, 0, seed=1)) == every  # 0: all
+
+
+_TRAIN_SAMPLED = """
+import hashlib, sys
+from keras_transformer.data import vocabulary as vocab
+from keras_transformer.data.corpora import TextPairCorpus
+trained = vocab.train_vocabulary([TextPairCorpus(sys.argv[1], sys.argv[2])], sys.argv[3],
+    vocab_size=600, model_type="bpe", input_sentence_size=800, num_threads=1, seed=5)
+print("MD5", hashlib.md5(trained.model_proto).hexdigest())
+"""
+
+
+def test_a_sampled_vocabulary_is_the_same_in_another_process(tmp_path):
+    # SentencePiece's own sampling gave each process another vocabulary for the same seed.
+    import subprocess
+    import sys
+
+    source, target = multi30k_paths(shared_data_dir(), "val")  # 2028 lines, 800 sampled
+    digests = set()
+    for name in ("a", "b"):
+        completed = subprocess.run(
+            [sys.executable, "-c", _TRAIN_SAMPLED, str(source), str(target), str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        digests.add(completed.stdout.split("MD5 ")[-1].strip())
+    assert len(digests) == 1
+
+
 def test_size_the_text_cannot_fill_is_a_user_error(tmp_path):
     path_en, path_de = tmp_path / "t.en", tmp_path / "t.de"
     path_en.write_text("a b\n", encoding="utf-8")

@@ -102,6 +102,30 @@ def _lines_of(corpora) -> Iterable[str]:
         yield from corpus.text_lines()
 
 
+def sampled_lines(corpora, size: int, seed: int) -> Iterable[str]:
+    """The text lines of `corpora`, or, when there are more than `size` (> 0), `size` of them
+    drawn uniformly by `seed`, in corpus order; streamed (one counting pass first).
+
+    Hand-written because SentencePiece's own sampling (`input_sentence_size` with
+    `shuffle_input_sentence`) draws differently in each process despite
+    `set_random_generator_seed`; this one depends on `seed` and the text only.
+    """
+    import numpy as np
+
+    total = sum(1 for _ in _lines_of(corpora)) if size else 0
+    if total <= size:
+        yield from _lines_of(corpora)
+        return
+    chosen = np.sort(np.random.default_rng(seed).choice(total, size, replace=False))
+    index = 0
+    for position, line in enumerate(_lines_of(corpora)):
+        if position == chosen[index]:
+            yield line
+            index += 1
+            if index == size:
+                return
+
+
 def train_vocabulary(
     corpora: Sequence,
     model_prefix: str,
@@ -181,18 +205,20 @@ def train_vocabulary(
             f"cannot make the folder {directory!r} for the vocabulary {model_prefix!r}: "
             f"{error.strerror}; choose another prefix"
         ) from None
+    lines = sampled_lines(corpora, input_sentence_size, seed)
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
     started = time.perf_counter()
     try:
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(_lines_of(corpora)),
+            sentence_iterator=iter(lines),
             model_writer=model,
             vocab_size=rounded,
             model_type=model_type,
             character_coverage=character_coverage,
             input_sentence_size=input_sentence_size,
-            # Sampling, not the first N lines: corpora are often sorted by source or domain.
+            # Sampled above (`sampled_lines`), not the first N lines: corpora are often sorted
+            # by source or domain.
             shuffle_input_sentence=True,
             max_sentence_length=max_sentence_length,
             byte_fallback=byte_fallback,
