@@ -295,8 +295,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 def test_mirrored_strategy_two_logical_cpus_even_shares_and_fit_runs(tmp_path):
     vocabulary = multi30k_vocabulary()
     # The first 600 pairs of multi30k val: full and partial batches, and few batch shapes for
-    # fit to trace. At 300, the fullest bucket filled its batch by 2 pairs only, and a
-    # vocabulary trained on another machine left every bucket short.
+    # fit to trace (300 filled one bucket's batch, by 2 pairs: too close to the edge).
     source, target = tmp_path / "val.en", tmp_path / "val.de"
     for path, lines in zip(
         (source, target), map(read_text_lines, multi30k_paths(shared_data_dir(), "val"))
