@@ -205,6 +205,7 @@ def train_vocabulary(
             f"cannot make the folder {directory!r} for the vocabulary {model_prefix!r}: "
             f"{error.strerror}; choose another prefix"
         ) from None
+    # A uniform sample, not the first N lines: corpora are often sorted by source or domain.
     lines = sampled_lines(corpora, input_sentence_size, seed)
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
@@ -217,9 +218,6 @@ def train_vocabulary(
             model_type=model_type,
             character_coverage=character_coverage,
             input_sentence_size=input_sentence_size,
-            # Sampled above (`sampled_lines`), not the first N lines: corpora are often sorted
-            # by source or domain.
-            shuffle_input_sentence=True,
             max_sentence_length=max_sentence_length,
             byte_fallback=byte_fallback,
             normalization_rule_name=normalization,
