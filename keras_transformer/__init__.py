@@ -8,41 +8,29 @@ Public names are resolved lazily (PEP 562), so that `import keras_transformer` a
 light commands do not pay for importing Keras and its backend.
 """
 
-import importlib
+from keras_transformer._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> the module that defines it (relative to this package)
 _EXPORTS = {
-    "TransformerConfig": "keras_transformer.config",
-    "UserInputError": "keras_transformer.errors",
-    "LabelSmoothedCrossEntropy": "keras_transformer.losses",
-    "MaskedTokenAccuracy": "keras_transformer.losses",
-    "Perplexity": "keras_transformer.losses",
-    "Transformer": "keras_transformer.model",
-    "build_model": "keras_transformer.model",
-    "NoamSchedule": "keras_transformer.schedules",
-    "LinearDecaySchedule": "keras_transformer.schedules",
-    "build_optimizer": "keras_transformer.schedules",
-    "FusedAdam": "keras_transformer.optimizers",
-    "BeamSearch": "keras_transformer.decoding",
-    "greedy_search": "keras_transformer.decoding",
-    "Translator": "keras_transformer.translation",
-    "translate": "keras_transformer.translation",
-    "Parser": "keras_transformer.parsing.parser",
-    "parse": "keras_transformer.parsing.parser",
+    "TransformerConfig": "config",
+    "UserInputError": "errors",
+    "LabelSmoothedCrossEntropy": "losses",
+    "MaskedTokenAccuracy": "losses",
+    "Perplexity": "losses",
+    "Transformer": "model",
+    "build_model": "model",
+    "NoamSchedule": "schedules",
+    "LinearDecaySchedule": "schedules",
+    "build_optimizer": "schedules",
+    "FusedAdam": "optimizers",
+    "BeamSearch": "decoding",
+    "greedy_search": "decoding",
+    "Translator": "translation",
+    "translate": "translation",
+    "Parser": "parsing.parser",
+    "parse": "parsing.parser",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'keras_transformer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,7 +6,7 @@ keras_transformer` and the CLI's light commands then pay for nothing they do not
 
 Example:
     >>> _EXPORTS = {"OutputDir": "layout"}  # doctest: +SKIP
-    >>> __getattr__, __all__ = lazy_exports(__name__, _EXPORTS)  # doctest: +SKIP
+    >>> __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)  # doctest: +SKIP
 """
 
 import importlib
@@ -14,7 +14,7 @@ import sys
 
 
 def lazy_exports(package, exports):
-    """`(__getattr__, __all__)` for `package`, whose public names `exports` maps to the
+    """`(__getattr__, __dir__, __all__)` for `package`, whose public names `exports` maps to the
     modules (relative to `package`) that define them.
 
     Args:
@@ -24,7 +24,8 @@ def lazy_exports(package, exports):
 
     Returns:
         The module-level `__getattr__` that imports a name's module on first use and keeps the
-        name in the package, and the sorted `__all__`.
+        name in the package, a `__dir__` that lists the names not imported yet too, and the
+        sorted `__all__`.
     """
 
     def __getattr__(name):
@@ -38,4 +39,7 @@ def lazy_exports(package, exports):
         setattr(sys.modules[package], name, value)
         return value
 
-    return __getattr__, sorted(exports)
+    def __dir__():
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return __getattr__, __dir__, sorted(exports)

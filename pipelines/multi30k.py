@@ -55,7 +55,7 @@ def multi30k_config(
     file's. `replicas`: the devices training runs on (`main` gives the replicas of the "auto"
     strategy: every GPU, or one device); each gets an equal share of an update's tokens.
     `overrides`: `KEY=VALUE` strings applied last (`--set`)."""
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     def files(split):
         return {
@@ -79,7 +79,7 @@ def multi30k_config(
 
 def default_output_dir(target, config_file=CONFIG):
     """The file's run folder for EN-DE; `runs/multi30k_en_TARGET` for another target."""
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     return (
         read_config_file(config_file)["output_dir"]

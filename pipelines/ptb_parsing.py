@@ -169,7 +169,7 @@ def parsing_config(
     `overrides`: `KEY=VALUE` strings applied last (`--set`).
     """
     from keras_transformer.training import TrainingConfig
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     recipe = RECIPES[data, cpu]
     recipe_weights = [c.get("weight", 1.0) for c in read_config_file(recipe)["data"]["train"]]
@@ -481,7 +481,7 @@ def main(argv=None):
     vocab_size = args.vocab_size or (CPU_VOCAB_SIZE if args.cpu else VOCAB_SIZE)[args.data]
     try:
         from keras_transformer.training import train
-        from keras_transformer.training.config import read_config_file
+        from keras_transformer.training.config_reading import read_config_file
 
         output_dir = args.output_dir or read_config_file(RECIPES[args.data, args.cpu])["output_dir"]
         if args.phrases < 0:

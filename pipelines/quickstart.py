@@ -85,7 +85,8 @@ def training_config(
     dropout and the batch order (the corpus stays the same). `max_train_minutes`: None for no
     limit, "recipe" for the file's.
     """
-    from keras_transformer.training.config import TrainingConfig, read_config_file
+    from keras_transformer.training.config import TrainingConfig
+    from keras_transformer.training.config_reading import read_config_file
 
     changes = {}
     if output_dir is not None:
@@ -125,7 +126,7 @@ def write_corpus(config_file=CONFIG, output_dir=None):
     """Writes the corpus (train, dev and test) into the folder of `config_file`'s training
     files, or into OUTPUT_DIR/corpus; returns `{split: (english path, german path)}`."""
     from keras_transformer.data.number_expressions import write_number_expressions
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     if output_dir is None:
         folder = os.path.dirname(read_config_file(config_file)["data"]["train"][0]["source"])
@@ -386,7 +387,7 @@ def checked_recipe(parser, args):
     """The recipe file's values, after refusing options it cannot train with (one line,
     exit 2, before any work)."""
     from keras_transformer.errors import UserInputError
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     limit = args.max_train_minutes
     if limit is not None and not (math.isfinite(limit) and limit >= 0):

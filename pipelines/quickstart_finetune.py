@@ -25,7 +25,7 @@ def write_corpus(config_file=CONFIG, output_dir=None):
     """Writes the splits into the folder of `config_file`'s training files, or into
     OUTPUT_DIR/corpus; returns `{split: (english path, german path)}`."""
     from keras_transformer.data.number_expressions import write_number_expressions
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     if output_dir is None:
         folder = os.path.dirname(read_config_file(config_file)["data"]["train"][0]["source"])

@@ -6,6 +6,8 @@ names every key."""
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -13,7 +15,8 @@ import yaml
 
 from keras_transformer.cli import main as cli
 from keras_transformer.config import TransformerConfig
-from keras_transformer.training.config import TrainingConfig, reference_markdown
+from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.config_reference import reference_markdown
 from tests._training_fixtures import REPO, load_pipeline
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -506,6 +509,27 @@ def test_check_warns_of_missing_data_files_and_exits_0(tmp_path, monkeypatch, ca
     ]
     assert yaml.safe_load(out)["data"]["train"][0]["source"] == f"{corpus}/train.en"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
+
+def test_check_imports_no_tensorflow(tmp_path):
+    # A fresh interpreter: this one has imported TensorFlow already.
+    code = (
+        "import sys\n"
+        "from keras_transformer.cli import main\n"
+        f"status = main(['train', '--check', '--config', {str(REPO / 'configs' / 'quickstart.yaml')!r}])\n"
+        "assert status == 0, status\n"
+        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "KT_DATA_DIR": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "output_dir: runs/quickstart" in result.stdout  # the check ran
+    assert result.stdout.splitlines()[-1] == "[]"
 
 
 def test_an_unset_variable_is_an_error_naming_the_key(tmp_path, monkeypatch, capsys):

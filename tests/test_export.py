@@ -129,7 +129,7 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch):
     def save_half_then_fail(obj, export_dir, *args, **kwargs):
         import pathlib
 
-        pathlib.Path(export_dir).mkdir(parents=True)
+        pathlib.Path(export_dir).mkdir(parents=True, exist_ok=True)  # the staging folder
         (pathlib.Path(export_dir) / "saved_model.pb").write_bytes(b"half")
         raise OSError("disk full")
 

@@ -11,6 +11,7 @@ def test_a_name_is_imported_on_first_use_and_kept():
     code = (
         "import sys; import keras_transformer.runs as runs; "
         "assert 'keras_transformer.runs.layout' not in sys.modules; "
+        "assert 'OutputDir' in dir(runs) and 'lazy_exports' in dir(runs); "
         "layout_class = runs.OutputDir; "
         "assert 'keras_transformer.runs.layout' in sys.modules; "
         "assert vars(runs)['OutputDir'] is layout_class; "

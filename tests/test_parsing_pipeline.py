@@ -126,7 +126,7 @@ def test_prepare_corpus_and_the_recipes(tmp_path, data_dir):
 def test_the_pipeline_trains_what_the_recipe_file_says(tmp_path, data_dir, monkeypatch, data, cpu):
     """Prepared into the recipe's own run folder, the data are where the file expects them,
     so `train --config configs/ptb_*.yaml` trains what the pipeline trains."""
-    from keras_transformer.training.config import read_config_file
+    from keras_transformer.training.config_reading import read_config_file
 
     pipeline = _pipeline()
     monkeypatch.chdir(tmp_path)

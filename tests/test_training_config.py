@@ -6,7 +6,8 @@ import os
 import pytest
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.training.config import TrainingConfig, apply_overrides
+from keras_transformer.training.config import TrainingConfig
+from keras_transformer.training.config_reading import apply_overrides
 from tests._training_fixtures import tiny_config, write_reverse_corpus
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from keras_transformer.runs.layout import OutputDir
 from keras_transformer.training import TrainingConfig
-from keras_transformer.training.config import apply_overrides
+from keras_transformer.training.config_reading import apply_overrides
 from tests._training_fixtures import REPO
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="the test extra installs it")

@@ -46,6 +46,13 @@ def _load(name):
     return importlib.import_module(f"keras_transformer.cli.{COMMANDS[name]}")
 
 
+def _needs_tensorflow(module, args):
+    """Whether the command will load TensorFlow (models or tf.data): a command module that
+    does not for some arguments says so with `needs_tensorflow(args)`."""
+    needs = getattr(module, "needs_tensorflow", None)
+    return True if needs is None else needs(args)
+
+
 def build_parser(argv_command=None):
     from keras_transformer import __version__
 
@@ -137,11 +144,12 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command != "info":  # every other command loads TensorFlow (models or tf.data)
+    module = _load(args.command)
+    if _needs_tensorflow(module, args):
         _import_tensorflow_quietly()
     _show_input_warnings_as_one_line(args.command)
     try:
-        status = _load(args.command).run(args) or 0
+        status = module.run(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at exit
         return status
     except UserInputError as error:

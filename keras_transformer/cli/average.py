@@ -93,23 +93,9 @@ def _parsing_settings_to_copy(run_dir, output):
     return source
 
 
-def _refuse_to_replace(output, run_dir, overwrite):
-    """Raises `UserInputError` when `output` exists and is not the run's own `averaged.keras`
-    (which training rewrites at every end, so averaging anew may too) and `overwrite` is off."""
-    from keras_transformer.errors import UserInputError
-    from keras_transformer.runs.layout import OutputDir
-
-    own = os.path.abspath(OutputDir(run_dir).averaged_model)
-    if overwrite or not os.path.exists(output) or os.path.abspath(output) == own:
-        return
-    raise UserInputError(
-        f"--output {output!r} exists already; give --overwrite to replace it, or another --output"
-    )
-
-
 def run(args):
     from keras_transformer.errors import UserInputError
-    from keras_transformer.files import atomic_write, check_output_file
+    from keras_transformer.files import atomic_copy, check_new_output_file
     from keras_transformer.runs.averaging import average_checkpoints
     from keras_transformer.runs.layout import OutputDir
     from keras_transformer.runs.models import atomic_save_model
@@ -120,8 +106,9 @@ def run(args):
     output = args.output or OutputDir(run_dir).averaged_model
     if not output.endswith(".keras"):
         raise UserInputError(f"--output {output!r} must end with .keras")
-    _refuse_to_replace(output, run_dir, args.overwrite)
-    check_output_file(output, "--output")
+    # The run's own averaged.keras is training's to rewrite at every end, so averaging anew may.
+    own = os.path.abspath(output) == os.path.abspath(OutputDir(run_dir).averaged_model)
+    check_new_output_file(output, "--output", overwrite=args.overwrite or own)
     parsing_settings = _parsing_settings_to_copy(run_dir, output)
     if args.checkpoints and args.fraction is not None:
         raise UserInputError(
@@ -132,21 +119,14 @@ def run(args):
         model = average_checkpoints(args.checkpoints)
     else:
         model = average_checkpoints(args.run, last=args.last, last_fraction=args.fraction)
-    # atomic_save_model puts in only a vocab.model beside the output: outside the run folder
-    # there is none, or another run's.
-    vocabulary = OutputDir(run_dir).vocabulary
-    if getattr(model, "tokenizer", False) is None and os.path.isfile(vocabulary):
-        from keras_transformer.data.vocabulary import SubwordVocabulary
-
-        model.tokenizer = SubwordVocabulary.from_file(vocabulary).to_tokenizer()
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    atomic_save_model(model, output)
+    # The run's vocabulary, not a vocab.model beside an --output outside the run folder.
+    atomic_save_model(model, output, vocabulary=OutputDir(run_dir).vocabulary)
     if parsing_settings:
         target = os.path.join(
             os.path.dirname(os.path.abspath(output)), os.path.basename(parsing_settings)
         )
-        with open(parsing_settings, encoding="utf-8") as source, atomic_write(target) as file:
-            file.write(source.read())
+        atomic_copy(parsing_settings, target)
     print(
         f"averaged {len(model.averaged_checkpoints)} checkpoints "
         f"({os.path.basename(model.averaged_checkpoints[0])} .. "

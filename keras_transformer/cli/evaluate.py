@@ -16,12 +16,12 @@ of translating.
 
 import sys
 
-from keras_transformer.cli.translate import (
+from keras_transformer.cli._model_options import (
     add_model_arguments,
-    open_output,
     recording_adder,
     translator_from_args,
 )
+from keras_transformer.cli._text_files import open_output
 from keras_transformer.errors import UserInputError
 
 HELP = (

@@ -41,6 +41,11 @@ def add_arguments(parser):
     )
 
 
+def needs_tensorflow(args):
+    """Parameter counts come from the config alone."""
+    return False
+
+
 def run(args):
     if args.table3:
         print(table3(args.vocab_size))

@@ -17,13 +17,8 @@ import math
 import sys
 import time
 
-from keras_transformer.cli.translate import (
-    add_model_arguments,
-    line_chunks,
-    open_input,
-    open_output,
-    translator_from_args,
-)
+from keras_transformer.cli._model_options import add_model_arguments, translator_from_args
+from keras_transformer.cli._text_files import line_chunks, open_input, open_output
 from keras_transformer.errors import UserInputError
 
 HELP = "parse sentences into constituency trees (paper 6.3)"

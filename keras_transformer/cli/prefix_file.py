@@ -8,6 +8,7 @@ is written only when the whole run succeeds, so an earlier one survives).
 
 import contextlib
 
+from keras_transformer.cli._text_files import count_lines, line_chunks, open_input
 from keras_transformer.errors import UserInputError
 
 
@@ -20,8 +21,6 @@ def _mismatch(path, prefix_count, input_name, input_count):
 
 def check_prefix_file(path, input_path):
     """The prefix file's line count; with an input file, an error unless it has as many."""
-    from keras_transformer.cli.score import count_lines
-
     count = count_lines(path)
     if input_path is not None:
         input_count = count_lines(input_path)
@@ -57,8 +56,6 @@ class PrefixChunks:
 @contextlib.contextmanager
 def prefix_chunks(path, chunk_size, count):
     """A `PrefixChunks` over `path` (chunks of `chunk_size` lines), or a no-op for None."""
-    from keras_transformer.cli.translate import line_chunks, open_input
-
     if path is None:
         yield PrefixChunks(None, iter(()), 0)
         return

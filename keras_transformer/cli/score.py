@@ -8,7 +8,7 @@ lists, filtering parallel data, comparing references (fairseq's `--score-referen
 CTranslate2's `score_batch`).
 """
 
-from keras_transformer.cli.translate import line_chunks, open_input, open_output
+from keras_transformer.cli._text_files import count_lines, line_chunks, open_input, open_output
 from keras_transformer.errors import UserInputError
 
 HELP = "score given translations: log P(target | source) per line pair"
@@ -82,16 +82,6 @@ def add_arguments(parser):
         "or stop; a target too long to score whole is always an error",
     )
     group.add_argument("--no-compile", action="store_true", help="run eagerly (debugging)")
-
-
-def count_lines(path):
-    """The number of lines of `path` (a last line without a newline counts)."""
-    with open_input(path) as (file, _):
-        count, last = 0, b"\n"
-        for block in iter(lambda: file.read(1 << 20), b""):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
 
 
 def run(args):

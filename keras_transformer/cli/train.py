@@ -3,12 +3,16 @@
 Running the same command again after an interruption resumes from the newest checkpoint in
 the config's `output_dir`. The recipes are in configs/; every key of a config is in the
 configuration reference (`python -m keras_transformer.training.config` prints it). `--set
-KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training;
-`--init-from RUN` fine-tunes: a new run that starts from the weights of the trained run RUN.
+KEY=VALUE` overrides one (dotted keys); `--check` checks a file without training
+(nor importing TensorFlow); `--init-from RUN` fine-tunes: a new run that starts from the
+weights of the trained run RUN.
 """
 
 import os
 import sys
+
+from keras_transformer.errors import UserInputError
+from keras_transformer.training.config import TrainingConfig
 
 HELP = "train a model with model.fit from a YAML/JSON config (paper 5)"
 EXAMPLE = "keras-transformer train --config configs/multi30k.yaml --set schedule.train_steps=2000"
@@ -53,10 +57,20 @@ def add_arguments(parser):
     )
 
 
-def run(args):
-    from keras_transformer.errors import UserInputError
-    from keras_transformer.training import TrainingConfig, TrainingDivergedError, train
+def needs_tensorflow(args):
+    """`--check` reads and checks the config file only: no TensorFlow to import."""
+    return not args.check
 
+
+def run(args):
+    changes = _changes(args)
+    if args.check:
+        return _check(args.config, args.overrides, changes)
+    return _train(args, changes)
+
+
+def _changes(args):
+    """The config keys that --init-from and --output-dir set, checked against --set."""
     changes = {}
     if args.init_from is not None:
         if not args.init_from.strip():
@@ -75,8 +89,14 @@ def run(args):
             )
         # A path as given, not read as YAML as --set values are (`123` stays a folder name).
         changes["output_dir"] = args.output_dir
-    if args.check:
-        return _check(args.config, args.overrides, changes)
+    return changes
+
+
+def _train(args, changes):
+    # Imported here: `--check` and `--help` need neither Keras nor TensorFlow.
+    from keras_transformer.training.callbacks import TrainingDivergedError
+    from keras_transformer.training.trainer import train
+
     config = TrainingConfig.from_file(args.config, overrides=args.overrides, changes=changes)
     _log_to_stderr()
     try:
@@ -97,9 +117,6 @@ def run(args):
 def _check(path, overrides, changes):
     """`--check`: the resolved config as YAML on stdout, each missing data file as a warning
     on stderr; 1 for a config that does not load, else 0."""
-    from keras_transformer.errors import UserInputError
-    from keras_transformer.training import TrainingConfig
-
     try:
         config = TrainingConfig.from_file(path, overrides=overrides, changes=changes)
     except UserInputError as error:

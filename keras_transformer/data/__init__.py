@@ -19,7 +19,7 @@ Example:
     >>> batches = data.make_dataset(corpus, vocabulary, token_budget=4096, seed=1)  # doctest: +SKIP
 """
 
-import importlib
+from keras_transformer._lazy import lazy_exports
 
 # Public names are resolved on first use (PEP 562), so that `keras_transformer.data.vocabulary`,
 # which translation uses, imports without TensorFlow; the other modules import it.
@@ -51,16 +51,4 @@ _EXPORTS = {
     "train_vocabulary": "vocabulary",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'keras_transformer.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"keras_transformer.data.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

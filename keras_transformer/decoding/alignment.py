@@ -168,6 +168,27 @@ def cross_attention(model, source_ids, target_ids, layer_index=None, head=None):
     return ops.mean(ops.stack(per_model, axis=0), axis=0)
 
 
+def aligned_words(model, classes, source_ids, target_ids, layer_index=None, head=None):
+    """`word_alignment` of given (source, target) ids: the tensors behind `align_ids`, also
+    what the exported graph turns into Pharaoh strings (`export/alignments.py`).
+
+    Args:
+        model, layer_index, head: as `cross_attention`.
+        classes: `piece_classes(vocabulary)`.
+        source_ids, target_ids: as `cross_attention`.
+
+    Returns:
+        `(source_word, valid)`, each `[batch, target_words]`: as `word_alignment`.
+    """
+    classes = ops.convert_to_tensor(classes, "int32")
+    source_ids = ops.convert_to_tensor(source_ids, "int32")
+    target_ids = ops.convert_to_tensor(target_ids, "int32")
+    weights = cross_attention(model, source_ids, target_ids, layer_index, head)
+    source_words = word_indices(ops.take(classes, source_ids, axis=0))
+    target_words = word_indices(ops.take(classes, target_ids, axis=0), own_words=True)
+    return word_alignment(weights, source_words, target_words)
+
+
 def align_ids(model, classes, source_ids, target_ids, layer_index=None, head=None):
     """Pharaoh pairs per sentence for a batch of given (source, target) ids.
 
@@ -184,13 +205,7 @@ def align_ids(model, classes, source_ids, target_ids, layer_index=None, head=Non
     >>> align_ids(model, piece_classes(vocabulary), [[7, 9, 3]], [[12, 3]])  # doctest: +SKIP
     [[(1, 0)]]
     """
-    classes = ops.convert_to_tensor(classes, "int32")
-    source_ids = ops.convert_to_tensor(source_ids, "int32")
-    target_ids = ops.convert_to_tensor(target_ids, "int32")
-    weights = cross_attention(model, source_ids, target_ids, layer_index, head)
-    source_words = word_indices(ops.take(classes, source_ids, axis=0))
-    target_words = word_indices(ops.take(classes, target_ids, axis=0), own_words=True)
-    source_word, valid = word_alignment(weights, source_words, target_words)
+    source_word, valid = aligned_words(model, classes, source_ids, target_ids, layer_index, head)
     source_word = ops.convert_to_numpy(source_word)
     valid = ops.convert_to_numpy(valid)
     return [

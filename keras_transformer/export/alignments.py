@@ -34,10 +34,7 @@ def pharaoh_strings(source_word, valid):
 
 def graph_alignments(model, classes, source_ids, target_ids):
     """Pharaoh strings `[batch]` for given source and target ids (pieces, eos, pad)."""
-    weights = alignment.cross_attention(model, source_ids, target_ids)
-    source_words = alignment.word_indices(tf.gather(classes, source_ids))
-    target_words = alignment.word_indices(tf.gather(classes, target_ids), own_words=True)
-    return pharaoh_strings(*alignment.word_alignment(weights, source_words, target_words))
+    return pharaoh_strings(*alignment.aligned_words(model, classes, source_ids, target_ids))
 
 
 def translate_with_alignments(functions, translate_ids, classes):

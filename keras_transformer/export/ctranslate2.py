@@ -23,16 +23,13 @@ How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transforme
 Refused, with the layer named: a feed-forward activation other than ReLU.
 """
 
-import contextlib
 import math
-import os
 import pathlib
-import shutil
-import tempfile
 
 import numpy as np
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.files import atomic_directory
 
 # The weight types CTranslate2 can store (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`);
 # None keeps float32.
@@ -297,43 +294,6 @@ def check_output_dir(output_dir, overwrite):
         )
 
 
-@contextlib.contextmanager
-def _directory_beside(output_dir):
-    """A temporary directory beside `output_dir`, renamed onto it when the block succeeds
-    (an existing one is replaced) and removed when it fails."""
-    try:
-        output_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = pathlib.Path(
-            tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.")
-        )
-    except OSError as error:
-        raise UserInputError(f"cannot write beside {output_dir}: {error}") from None
-    old = None
-    try:
-        yield staging
-        os.chmod(staging, 0o777 & ~_umask())
-        if output_dir.exists():
-            old = staging.with_name(staging.name + ".old")
-            os.rename(output_dir, old)
-        try:
-            os.rename(staging, output_dir)
-        except OSError:
-            if old is not None:  # put the previous export back
-                os.rename(old, output_dir)
-                old = None
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _umask():
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
 def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vocabulary=None):
     """Writes a CTranslate2 model directory for `model` and returns its path.
 
@@ -377,7 +337,7 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
     vocabulary = load_vocabulary(vocabulary)
     spec = ctranslate2_spec(model, vocabulary_tokens(vocabulary))
     spec.optimize(quantization=quantization)
-    with _directory_beside(output_dir) as staging:
+    with atomic_directory(output_dir) as staging:
         spec.save(str(staging))
         (staging / SENTENCEPIECE_FILE).write_bytes(vocabulary.model_proto)
     return output_dir

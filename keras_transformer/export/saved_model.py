@@ -49,12 +49,10 @@ which the stock TF Serving binary links.
 """
 
 import json
-import os
 import pathlib
-import shutil
-import uuid
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.files import atomic_directory
 
 # Decoding defaults of section 6.1.
 DEFAULT_BEAM_SIZE = 4
@@ -114,20 +112,48 @@ def export_saved_model(
         >>> path.name
         '1'
     """
-    import keras
-
+    # Imported here: the CLI reads this module's defaults for --help without Keras.
     from keras_transformer.data.vocabulary import load_vocabulary
-    from keras_transformer.decoding.alignment import piece_classes
-    from keras_transformer.decoding.settings import check_decoding_settings
-    from keras_transformer.export import alignments, sampling
     from keras_transformer.export.signatures import ServingFunctions
+
+    _check_backend()
+    vocabulary = load_vocabulary(vocabulary)
+    _check_settings(model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length)
+    final_dir = _version_dir(base_dir, name, version)
+    functions = ServingFunctions(
+        model,
+        vocabulary,
+        max_beam_size=max_beam_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+    )
+    archive = _serving_archive(model, vocabulary, functions)
+    # Renamed into place when whole: TF Serving sees the version complete or not at all (the
+    # hidden staging name is not a number, so the server never loads it).
+    with atomic_directory(final_dir) as staging:
+        archive.write_out(str(staging), verbose=False)
+        extra = staging / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        metadata = _metadata(model, max_beam_size, beam_size, alpha, max_extra_length)
+        (extra / "keras_transformer.json").write_text(json.dumps(metadata, indent=2))
+    return final_dir
+
+
+def _check_backend():
+    import keras
 
     if keras.backend.backend() != "tensorflow":
         raise UserInputError(
             f"exporting a SavedModel needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
             f"this process runs {keras.backend.backend()!r}"
         )
-    vocabulary = load_vocabulary(vocabulary)
+
+
+def _check_settings(model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length):
+    """The vocabulary against the model, and the search defaults against their ranges."""
+    from keras_transformer.decoding.settings import check_decoding_settings
+
     if vocabulary.size != model.config.vocab_size:
         raise UserInputError(
             f"the vocabulary has {vocabulary.size} pieces but the model was built for "
@@ -142,6 +168,11 @@ def export_saved_model(
         max_extra_length=max_extra_length,
         max_beam_size=max_beam_size,
     )
+
+
+def _version_dir(base_dir, name, version):
+    """`base_dir/name/version`, checked to be new (its parent created); `version` None takes
+    the next free one."""
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
         raise UserInputError(
             f"model name {name!r} must be letters, digits, '-', '_' or '.' (a directory name "
@@ -162,87 +193,78 @@ def export_saved_model(
         model_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserInputError(f"cannot create {model_dir}: {error.strerror}") from None
-
-    functions = ServingFunctions(
-        model,
-        vocabulary,
-        max_beam_size=max_beam_size,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-    )
-    staging_dir = model_dir / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-    try:
-        archive = keras.export.ExportArchive()
-        archive.track(model)
-        archive.track(functions.tokenizer)
-        # Every search goes through translate_ids_with_prefix, the text signatures through
-        # translate_ids or it, and translate calls serving_default: one copy of the search in
-        # the graph (TF2 callers: concrete functions ignore the SignatureDef's defaults, so
-        # the text-only endpoint passes them).
-        search = archive.add_endpoint(
-            "translate_ids_with_prefix",
-            functions.translate_ids_with_prefix,
-            input_signature=functions.ids_prefix_signature(),
-        )
-        translate_ids = archive.add_endpoint(
-            "translate_ids",
-            functions.translate_ids(search),
-            input_signature=functions.ids_signature(),
-        )
-        serving_default = archive.add_endpoint(
-            "serving_default",
-            functions.translate_text(translate_ids),
-            input_signature=functions.text_signature(),
-        )
-        archive.add_endpoint(
-            "translate",
-            functions.text_only(serving_default),
-            input_signature=functions.text_signature()[:1],
-        )
-        archive.add_endpoint(
-            "translate_with_prefix",
-            functions.translate_with_prefix(search),
-            input_signature=functions.prefix_signature(),
-        )
-        archive.add_endpoint(
-            "score_pairs", functions.score_pairs, input_signature=functions.pair_signature()
-        )
-        archive.add_endpoint(
-            "translate_with_alignments",
-            alignments.translate_with_alignments(
-                functions,
-                translate_ids,
-                piece_classes(vocabulary, model.config.vocab_size),
-            ),
-            input_signature=alignments.alignment_signature(),
-        )
-        archive.add_endpoint(
-            "translate_sample",
-            sampling.translate_sample(functions),
-            input_signature=sampling.sampling_signature(),
-        )
-        archive.write_out(str(staging_dir), verbose=False)
-        extra = staging_dir / "assets.extra"
-        extra.mkdir(exist_ok=True)
-        (extra / "keras_transformer.json").write_text(
-            json.dumps(
-                {
-                    "model_config": model.config.to_dict(),
-                    "max_beam_size": max_beam_size,
-                    "precision": _precision(model),
-                    "defaults": {
-                        "beam_size": beam_size,
-                        "alpha": alpha,
-                        "max_extra_length": max_extra_length,
-                        "num_hypotheses": 1,
-                    },
-                },
-                indent=2,
-            )
-        )
-        # Atomic on one filesystem: TF Serving sees the version complete or not at all.
-        os.rename(staging_dir, final_dir)
-    finally:
-        shutil.rmtree(staging_dir, ignore_errors=True)
     return final_dir
+
+
+def _serving_archive(model, vocabulary, functions):
+    """The `ExportArchive` of the model and its serving signatures (see the module docstring)."""
+    import keras
+
+    from keras_transformer.decoding.alignment import piece_classes
+    from keras_transformer.export import alignments, sampling
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(functions.tokenizer)
+    # Every search goes through translate_ids_with_prefix, the text signatures through
+    # translate_ids or it, and translate calls serving_default: one copy of the search in
+    # the graph (TF2 callers: concrete functions ignore the SignatureDef's defaults, so
+    # the text-only endpoint passes them).
+    search = archive.add_endpoint(
+        "translate_ids_with_prefix",
+        functions.translate_ids_with_prefix,
+        input_signature=functions.ids_prefix_signature(),
+    )
+    translate_ids = archive.add_endpoint(
+        "translate_ids",
+        functions.translate_ids(search),
+        input_signature=functions.ids_signature(),
+    )
+    serving_default = archive.add_endpoint(
+        "serving_default",
+        functions.translate_text(translate_ids),
+        input_signature=functions.text_signature(),
+    )
+    archive.add_endpoint(
+        "translate",
+        functions.text_only(serving_default),
+        input_signature=functions.text_signature()[:1],
+    )
+    archive.add_endpoint(
+        "translate_with_prefix",
+        functions.translate_with_prefix(search),
+        input_signature=functions.prefix_signature(),
+    )
+    archive.add_endpoint(
+        "score_pairs", functions.score_pairs, input_signature=functions.pair_signature()
+    )
+    archive.add_endpoint(
+        "translate_with_alignments",
+        alignments.translate_with_alignments(
+            functions,
+            translate_ids,
+            piece_classes(vocabulary, model.config.vocab_size),
+        ),
+        input_signature=alignments.alignment_signature(),
+    )
+    archive.add_endpoint(
+        "translate_sample",
+        sampling.translate_sample(functions),
+        input_signature=sampling.sampling_signature(),
+    )
+    return archive
+
+
+def _metadata(model, max_beam_size, beam_size, alpha, max_extra_length):
+    """`assets.extra/keras_transformer.json`: the model config and the export's settings."""
+    return {
+        "model_config": model.config.to_dict(),
+        "max_beam_size": max_beam_size,
+        "precision": _precision(model),
+        "defaults": {
+            "beam_size": beam_size,
+            "alpha": alpha,
+            "max_extra_length": max_extra_length,
+            "num_hypotheses": 1,
+        },
+    }

@@ -28,4 +28,4 @@ _EXPORTS = {
     "in_last_fraction": "averaging",
 }
 
-__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -25,17 +25,24 @@ from keras_transformer.model import build_model
 from keras_transformer.runs.layout import VOCAB_FILE, OutputDir
 
 
-def atomic_save_model(model, path):
+def atomic_save_model(model, path, vocabulary=None):
     """Saves a Keras model to `path` (`.keras`) through a temporary file and a rename.
 
-    A `Transformer` that carries no vocabulary yet, saved beside a `vocab.model` (into a run
-    folder), is given that vocabulary first (`Transformer.tokenizer`): the file then holds the
+    A `Transformer` that carries no vocabulary yet is given `vocabulary` first
+    (`Transformer.tokenizer`), when that file exists: the saved file then holds the
     SentencePiece model and `Translator.load(path)` needs nothing beside it.
+
+    Args:
+        model: the Keras model.
+        path: the `.keras` file.
+        vocabulary: the `vocab.model` to give a `Transformer` without one (default: the one
+            beside `path`, as in a run folder).
 
     Example:
         >>> atomic_save_model(model, "runs/ende/model.keras")  # doctest: +SKIP
     """
-    vocabulary = os.path.join(os.path.dirname(os.path.abspath(path)), VOCAB_FILE)
+    if vocabulary is None:
+        vocabulary = os.path.join(os.path.dirname(os.path.abspath(path)), VOCAB_FILE)
     if getattr(model, "tokenizer", False) is None and os.path.isfile(vocabulary):
         model.tokenizer = SubwordVocabulary.from_file(vocabulary).to_tokenizer()
     with temporary_beside(path, suffix=".keras") as temporary:

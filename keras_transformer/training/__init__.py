@@ -1,6 +1,8 @@
 """Training (paper section 5, and the checkpoint averaging of 6.1). TensorFlow only.
 
     config.py          TrainingConfig: the YAML/JSON a run is described by, checked up front
+    config_reading.py  files, ${NAME} variables, --set overrides -> checked dataclasses
+    config_reference.py  the reference of every config key (the docs' configuration page)
     trainer.py         train(config): the entry point of the library, CLI and pipelines
     strategies.py      one device, MirroredStrategy (GPUs or logical CPUs), multi-worker
     accumulation.py    token-exact gradient accumulation over micro-batches and replicas
@@ -56,4 +58,4 @@ _EXPORTS = {
     "TrainingModel": "training_model",
 }
 
-__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

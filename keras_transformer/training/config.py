@@ -34,7 +34,8 @@ naming the key and the variable. The recipes in `configs/` are such files.
 Every key is checked before anything trains: an unknown key or a value of the wrong type
 raises one `UserInputError` that names the key (`data.token_budget`), what was found and what
 is expected; `TrainingConfig.check_paths()` does the same for missing files.
-`reference_markdown()` (also `python -m keras_transformer.training.config`) writes the
+Reading files, variables and overrides is `config_reading.py`; `reference_markdown()`
+(`config_reference.py`; `python -m keras_transformer.training.config` prints it) writes the
 reference of every key from these dataclasses and their docstrings.
 
 Example:
@@ -46,16 +47,27 @@ Example:
 """
 
 import dataclasses
-import inspect
 import json
 import os
-import re
-import types
-import typing
-from typing import Literal, Union
+from typing import Literal
 
+import yaml
+
+from keras_transformer._lazy import lazy_exports
 from keras_transformer.config import PRESETS, TransformerConfig
 from keras_transformer.errors import UserInputError
+from keras_transformer.training.config_reading import (  # noqa: F401  (also imported from here)
+    apply_changes,
+    apply_overrides,
+    build_config,
+    expand_variables,
+    load_config_file,
+    read_config_file,
+)
+
+# The reference generator reads this module's dataclasses: it is imported from here only when
+# asked for (`from keras_transformer.training.config import reference_markdown`).
+__getattr__, _, _ = lazy_exports(__name__, {"reference_markdown": "..config_reference"})
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -251,7 +263,7 @@ class TrainingConfig:
     @classmethod
     def from_dict(cls, values):
         """Builds a config from nested dicts, checking every key and type (see module doc)."""
-        return _build(cls, values, "")
+        return build_config(cls, values)
 
     @classmethod
     def from_file(cls, path, overrides=(), changes=None):
@@ -268,26 +280,7 @@ class TrainingConfig:
             changes: `{dotted key: value}` with Python values (a list of corpora, a path),
                 applied before `overrides`: how a program adapts a recipe file.
         """
-        path = os.fspath(path)
-        values = read_config_file(path)
-        try:
-            if changes:
-                values = apply_changes(values, changes)
-            if overrides:
-                values = apply_overrides(values, overrides)
-            return cls.from_dict(expand_variables(values))
-        except UserInputError as error:
-            # A value from the command line is named as the user gave it, not as the file's.
-            assignments = {a.partition("=")[0]: a for a in overrides}
-            given = [
-                key
-                for key in assignments
-                if str(error).startswith(key)
-                or re.match(rf"unknown key\(s\) .*\b{re.escape(key)}\b", str(error))
-                or _names_field_of_section(str(error), key)
-            ]
-            where = f"--set {assignments[max(given, key=len)]}" if given else path
-            raise UserInputError(f"{where}: {error}") from None
+        return load_config_file(cls, path, overrides, changes)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -297,7 +290,6 @@ class TrainingConfig:
 
     def to_yaml(self):
         """Every setting as YAML, in the order of the dataclasses; `from_file` reads it back."""
-        import yaml
 
         plain = json.loads(json.dumps(self.to_dict()))  # tuples as lists
         return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
@@ -348,136 +340,23 @@ class TrainingConfig:
         return messages
 
 
-def read_config_file(path):
-    """The nested dict of a YAML or JSON config file, as written (no `${NAME}` put in)."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise UserInputError(f"training config file {path!r} does not exist; check the path")
-    with open(path, encoding="utf-8") as file:
-        text = file.read()
-    if path.endswith(".json"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as error:
-            raise UserInputError(f"{path} is not valid JSON: {error}") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise UserInputError(f"{path} is not valid YAML: {error}") from None
-
-
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def expand_variables(values, environ=None, key=""):
-    """A copy of `values` (nested dicts, lists, strings) with every `${NAME}` in a string
-    replaced by the environment variable NAME; an unset or empty one raises `UserInputError`
-    naming the key and the variable.
-
-    Example:
-        >>> expand_variables({"data": {"vocab": "${HOME_DIR}/v.model"}}, {"HOME_DIR": "/d"})
-        {'data': {'vocab': '/d/v.model'}}
-    """
-    environ = os.environ if environ is None else environ
-    if isinstance(values, dict):
-        return {
-            name: expand_variables(value, environ, f"{key}.{name}" if key else str(name))
-            for name, value in values.items()
-        }
-    if isinstance(values, list):
-        return [expand_variables(item, environ, f"{key}[{i}]") for i, item in enumerate(values)]
-    if not isinstance(values, str):
-        return values
-
-    def value_of(match):
-        name = match.group(1)
-        if not environ.get(name):
-            raise UserInputError(
-                f"{key}: the environment variable {name} in {values!r} is not set; set it "
-                f"(e.g. `export {name}=...`) or write the path itself"
-            )
-        return environ[name]
-
-    return _VARIABLE.sub(value_of, values)
-
-
-def apply_changes(values, changes):
-    """A copy of nested dict `values` with `{dotted key: value}` set (values taken as given).
-
-    Example:
-        >>> apply_changes({"schedule": {"train_steps": 10}}, {"schedule.warmup_steps": 2})
-        {'schedule': {'train_steps': 10, 'warmup_steps': 2}}
-    """
-    import copy
-
-    values = copy.deepcopy(values) if isinstance(values, dict) else {}
-    for key, value in changes.items():
-        _set_dotted(values, key, copy.deepcopy(value), f"{key}={value!r}")
-    return values
-
-
-def _set_dotted(values, key, value, assignment):
-    node = values
-    parts = key.split(".")
-    for depth, part in enumerate(parts[:-1], 1):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if isinstance(child, list):
-            raise UserInputError(
-                f"override {assignment!r}: {part!r} is a list; set it whole, e.g. "
-                f"{'.'.join(parts[:depth])}=[{{source: a.en, target: a.de}}] for a list of "
-                "corpora"
-            )
-        if not isinstance(child, dict):
-            raise UserInputError(f"override {assignment!r}: {part!r} is not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def _names_field_of_section(message, key):
-    """Whether an error about a section (`model: unknown ... ['dmodel']`) is about the field
-    that the dotted `key` (`model.dmodel`) set."""
-    section, _, field = key.rpartition(".")
-    return (
-        bool(section)
-        and message.startswith(section + ":")
-        and bool(re.search(rf"\b{re.escape(field)}\b", message))
-    )
-
-
-def apply_overrides(values, overrides):
-    """A copy of nested dict `values` with `KEY=VALUE` assignments applied (dotted keys).
-
-    Example:
-        >>> apply_overrides({"schedule": {"train_steps": 10}}, ["schedule.train_steps=20"])
-        {'schedule': {'train_steps': 20}}
-    """
-    import copy
-
-    import yaml
-
-    values = copy.deepcopy(values) if isinstance(values, dict) else {}
-    for assignment in overrides:
-        key, separator, text = assignment.partition("=")
-        if not separator or not key:
-            raise UserInputError(
-                f"override {assignment!r} must look like KEY=VALUE, e.g. schedule.train_steps=200"
-            )
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
-        _set_dotted(values, key, value, assignment)
-    return values
-
-
 def _check_values(config):
-    def fail(key, message):
-        raise UserInputError(f"{key}: {message}")
+    """Raises `UserInputError` naming the first key whose value is out of its range or at odds
+    with another key's (the types are checked already, by `build_config`)."""
+    _check_positive(config)
+    _check_dev_bleu(config)
+    _check_schedule(config)
+    _check_data(config)
+    _check_checkpoints(config)
+    _check_model(config)
+    _check_run(config)
 
+
+def _fail(key, message):
+    raise UserInputError(f"{key}: {message}")
+
+
+def _check_positive(config):
     positive = {
         "data.vocab_size": config.data.vocab_size,
         "data.token_budget": config.data.token_budget,
@@ -500,65 +379,78 @@ def _check_values(config):
     # `not value > 0` also refuses NaN (YAML's .nan), which every comparison would let through.
     for key, value in positive.items():
         if not value > 0:
-            fail(key, f"must be positive, got {value}")
+            _fail(key, f"must be positive, got {value}")
     for key, value in optional_positive.items():
         if value is not None and not value > 0:
-            fail(key, f"must be positive or null, got {value}")
+            _fail(key, f"must be positive or null, got {value}")
+
+
+def _check_dev_bleu(config):
     bleu = config.dev_bleu
     if bleu.sentences < 0:
-        fail("dev_bleu.sentences", f"must be 0 (off) or positive, got {bleu.sentences}")
+        _fail("dev_bleu.sentences", f"must be 0 (off) or positive, got {bleu.sentences}")
     if bleu.beam_size < 1:
-        fail("dev_bleu.beam_size", f"must be positive, got {bleu.beam_size}")
+        _fail("dev_bleu.beam_size", f"must be positive, got {bleu.beam_size}")
     if bleu.patience is not None and bleu.patience < 1:
-        fail("dev_bleu.patience", f"must be positive or null, got {bleu.patience}")
+        _fail("dev_bleu.patience", f"must be positive or null, got {bleu.patience}")
     if bleu.sentences and (config.data.dev is None or config.data.dev.tfds is not None):
-        fail("dev_bleu.sentences", "needs data.dev as source/target files")
-    if config.schedule.learning_rate_scale <= 0:
-        fail("schedule.learning_rate_scale", "must be positive")
-    if (
-        config.schedule.decay == "linear"
-        and not config.schedule.warmup_steps < config.schedule.train_steps
-    ):
-        fail(
+        _fail("dev_bleu.sentences", "needs data.dev as source/target files")
+
+
+def _check_schedule(config):
+    schedule = config.schedule
+    if schedule.learning_rate_scale <= 0:
+        _fail("schedule.learning_rate_scale", "must be positive")
+    if schedule.decay == "linear" and not schedule.warmup_steps < schedule.train_steps:
+        _fail(
             "schedule.warmup_steps",
-            f"({config.schedule.warmup_steps}) must be below "
-            f"schedule.train_steps ({config.schedule.train_steps}) with decay 'linear', "
+            f"({schedule.warmup_steps}) must be below "
+            f"schedule.train_steps ({schedule.train_steps}) with decay 'linear', "
             "which falls from the warmup's end to 0 at train_steps: raise train_steps, "
             "lower warmup_steps, or use decay 'rsqrt'",
         )
+
+
+def _check_data(config):
     if not config.data.train:
-        fail("data.train", "needs at least one corpus")
+        _fail("data.train", "needs at least one corpus")
     for index, corpus in enumerate(config.data.train):
         if corpus.weight <= 0:
-            fail(f"data.train[{index}].weight", f"must be positive, got {corpus.weight}")
+            _fail(f"data.train[{index}].weight", f"must be positive, got {corpus.weight}")
     if config.data.token_budget < config.data.max_length:
-        fail(
+        _fail(
             "data.token_budget",
             f"({config.data.token_budget}) must hold one pair of "
             f"data.max_length ({config.data.max_length}): raise it or lower max_length",
         )
+
+
+def _check_checkpoints(config):
     average, keep = config.checkpoints.average_last, config.checkpoints.keep_last
     if average < 0:
-        fail("checkpoints.average_last", f"must be 0 (no averaging) or positive, got {average}")
+        _fail("checkpoints.average_last", f"must be 0 (no averaging) or positive, got {average}")
     if average > keep:
-        fail(
+        _fail(
             "checkpoints.average_last",
             f"averages {average} checkpoints but "
             f"checkpoints.keep_last keeps only {keep}: raise keep_last to at least {average}",
         )
     fraction = config.checkpoints.average_last_fraction
     if fraction is not None and not 0 < fraction <= 1:
-        fail(
+        _fail(
             "checkpoints.average_last_fraction",
             f"must be a share of the updates, above 0 and at most 1, got {fraction}",
         )
+
+
+def _check_model(config):
     if not isinstance(config.model, dict):
-        fail("model", "must be a mapping like {preset: base, num_layers: 2}")
+        _fail("model", "must be a mapping like {preset: base, num_layers: 2}")
     preset = config.model.get("preset", "base")
     if preset not in PRESETS:
-        fail("model.preset", f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+        _fail("model.preset", f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     if "vocab_size" in config.model:
-        fail(
+        _fail(
             "model.vocab_size",
             "is taken from the vocabulary (data.vocab or data.vocab_size); remove it from model",
         )
@@ -566,11 +458,15 @@ def _check_values(config):
         config.transformer_config(vocab_size=max(config.data.vocab_size, 8))
     except UserInputError as error:
         raise UserInputError(f"model: {error}") from None
+
+
+def _check_run(config):
+    """The run folder to start from, and the devices."""
     if config.init_from is not None:
         if not config.init_from.strip():
-            fail("init_from", "is empty; give the output_dir of a trained run, or null")
+            _fail("init_from", "is empty; give the output_dir of a trained run, or null")
         if os.path.abspath(config.init_from) == os.path.abspath(config.output_dir):
-            fail(
+            _fail(
                 "init_from",
                 f"names the run folder itself ({config.output_dir!r}); a fine-tuned run "
                 "needs an output_dir of its own",
@@ -578,286 +474,21 @@ def _check_values(config):
     if config.schedule.max_train_minutes is not None and config.strategy == "multi_worker":
         # Each host would read its own clock and might stop one update before the others,
         # which then wait in an all-reduce forever.
-        fail(
+        _fail(
             "schedule.max_train_minutes",
             "cannot stop the hosts of strategy multi_worker "
             "at the same update; bound the run with schedule.train_steps instead",
         )
     if config.num_devices is not None and config.strategy != "mirrored":
-        fail(
+        _fail(
             "num_devices", f"applies to strategy 'mirrored' only (strategy is {config.strategy!r})"
         )
     if config.verbose not in ("auto", 0, 1, 2):
-        fail("verbose", f"must be 'auto', 0, 1 or 2, got {config.verbose!r}")
-
-
-# -- checking nested dicts against the dataclasses ---------------------------------------------
-# Written here rather than with pydantic, whose messages speak Python ("a valid tuple") where
-# these speak YAML ("a list"): docs/decisions.md#config-checking-without-pydantic
-
-
-def _type_name(kind):
-    origin = typing.get_origin(kind)
-    if origin is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(kind))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(kind))
-    if origin in (tuple, tuple):
-        return f"a list of {_type_name(typing.get_args(kind)[0])}"
-    if kind is type(None):
-        return "null"
-    if dataclasses.is_dataclass(kind):
-        return "a mapping"
-    return {
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        bool: "true or false",
-        dict: "a mapping",
-    }.get(kind, getattr(kind, "__name__", str(kind)))
-
-
-def _convert(kind, value, key):
-    """`value` as `kind`, or raises UserInputError naming `key`."""
-    origin = typing.get_origin(kind)
-    if origin is Literal:
-        if value in typing.get_args(kind) and type(value) is not bool:
-            return value
-    elif origin in (Union, types.UnionType):
-        for option in typing.get_args(kind):
-            try:
-                return _convert(option, value, key)
-            except UserInputError:
-                continue
-    elif origin in (tuple, tuple):
-        item_kind = typing.get_args(kind)[0]
-        if isinstance(value, (dict,)) and dataclasses.is_dataclass(item_kind):
-            value = [value]  # one corpus may be written without the list
-        if isinstance(value, (list, tuple)):
-            return tuple(_convert(item_kind, item, f"{key}[{i}]") for i, item in enumerate(value))
-    elif kind is type(None):
-        if value is None:
-            return None
-    elif dataclasses.is_dataclass(kind):
-        if isinstance(value, dict):
-            return _build(kind, value, key)
-    elif kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-    elif kind is dict:
-        if isinstance(value, dict):
-            return dict(value)
-    raise UserInputError(
-        f"{key} must be {_type_name(kind)}, got {value!r} ({type(value).__name__})"
-    )
-
-
-def _build(cls, values, prefix):
-    where = prefix or "the training config"
-    if isinstance(values, cls):
-        return values
-    if not isinstance(values, dict):
-        raise UserInputError(
-            f"{where} must be a mapping of keys to values, got {type(values).__name__}"
-        )
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
-        raise UserInputError(f"unknown key(s) {names} in {where}; valid keys: {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
-    converted = {}
-    for name, field in fields.items():
-        key = f"{prefix}.{name}" if prefix else name
-        if name not in values:
-            if (
-                field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING
-            ):
-                raise UserInputError(f"{key} is required in {where}")
-            continue
-        converted[name] = _convert(hints[name], values[name], key)
-    return cls(**converted)
-
-
-# -- the configuration reference ----------------------------------------------------------------
-
-
-def reference_markdown():
-    """The reference of every key of a training config, as a Markdown page: key (dotted),
-    type, default and meaning, read from the dataclasses and the Args sections of their
-    docstrings (`TrainingConfig` and its sections, and `TransformerConfig` for `model.*`).
-
-    Example:
-        >>> "`data.token_budget`" in reference_markdown()
-        True
-    """
-    lines = [
-        "# Configuration",
-        "",
-        "Every key of a training config: the YAML (or JSON) file that "
-        "`keras-transformer train --config FILE` and `TrainingConfig.from_file(FILE)` read, "
-        "as the recipes in `configs/` are. Dotted keys are nested sections: `data.token_budget` "
-        "is `token_budget` under `data:`. A key left out takes its default; an unknown key or "
-        "a value of the wrong type is an error naming the key, before anything trains "
-        "(`keras-transformer train --config FILE --check` checks a file without training). "
-        "`--set KEY=VALUE` overrides one key from the command line. A string may name an "
-        "environment variable as `${NAME}` (`${KT_DATA_DIR}/multi30k/train.en.gz`).",
-        "",
-        "This page is generated from `keras_transformer.training.config` "
-        "(`python -m keras_transformer.training.config` prints it).",
-    ]
-    sections = [("", "Top level", TrainingConfig)]
-    for field in dataclasses.fields(TrainingConfig):
-        kind = typing.get_type_hints(TrainingConfig)[field.name]
-        if dataclasses.is_dataclass(kind):
-            sections.append((field.name, f"`{field.name}`", kind))
-    for prefix, title, cls in sections:
-        lines += ["", f"## {title}", "", _first_paragraph(cls), ""]
-        lines += _table(
-            (f"{prefix}.{name}" if prefix else name, kind, default, meaning)
-            for name, kind, default, meaning in _documented_fields(cls)
-            if not (dataclasses.is_dataclass(kind) and prefix == "")
-        )
-    lines += ["", "## Corpora: `data.train[]` and `data.dev`", "", _first_paragraph(CorpusFiles)]
-    lines += [
-        "",
-        "Each item of the `data.train` list, and `data.dev`, takes these keys: "
-        + ", ".join(f"`data.dev.{f.name}`" for f in dataclasses.fields(CorpusFiles))
-        + " for the dev corpus. One training corpus may be written without the list.",
-        "",
-    ]
-    lines += _table(
-        (f"data.train[].{name}", kind, default, meaning)
-        for name, kind, default, meaning in _documented_fields(CorpusFiles)
-    )
-    lines += _model_reference()
-    return "\n".join(lines) + "\n"
-
-
-def _model_reference():
-    base = PRESETS["base"]
-    lines = [
-        "",
-        "## `model`",
-        "",
-        "The model: a `TransformerConfig` preset (`model.preset`) and overrides of its fields "
-        "(`keras_transformer.config`). The defaults below are the `base` preset's; another "
-        "preset brings its own. A preset whose d_k and d_v are d_model / h keeps them so under "
-        "a new `d_model` or `num_heads` unless `key_dim` and `value_dim` are given too.",
-        "",
-    ]
-    rows = [
-        (
-            "model.preset",
-            str,
-            "base",
-            "the preset the other `model.*` keys override: " + ", ".join(f"`{p}`" for p in PRESETS),
-        )
-    ]
-    for name, kind, default, meaning in _documented_fields(TransformerConfig):
-        if name == "vocab_size":
-            meaning += " Not set here: it is the size of the vocabulary (`data.vocab`, or "
-            meaning += "`data.vocab_size` for one trained by the run)."
-            default = _Verbatim("the vocabulary's")
-        else:
-            default = base.get(name, default)
-        rows.append((f"model.{name}", kind, default, meaning))
-    return lines + _table(rows)
-
-
-def _documented_fields(cls):
-    """`(name, type, default, meaning)` for each field of dataclass `cls`; the meaning is the
-    field's line in the Args section of the class docstring."""
-    meanings = _args_section(cls)
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        if field.name not in meanings:
-            raise ValueError(f"{cls.__name__}'s docstring has no Args line for {field.name}")
-        default = field.default
-        if field.default_factory is not dataclasses.MISSING:
-            default = field.default_factory()
-        yield field.name, hints[field.name], default, meanings[field.name]
-
-
-def _args_section(cls):
-    """`{name: text}` of the `Args:` section of `cls`'s docstring (continuation lines
-    joined)."""
-    meanings, name, inside = {}, None, False
-    for line in (inspect.getdoc(cls) or "").splitlines():
-        if not line.strip():
-            continue
-        if not line.startswith(" "):
-            inside, name = line.strip() == "Args:", None
-            continue
-        if not inside:
-            continue
-        entry = re.match(r"    (\w+): (.*)", line)
-        if entry:
-            name = entry.group(1)
-            meanings[name] = entry.group(2).strip()
-        elif name:  # a continuation; a word broken at a hyphen ("Micro-") is joined whole
-            joiner = "" if re.search(r"[a-z]-$", meanings[name]) else " "
-            meanings[name] += joiner + line.strip()
-    return meanings
-
-
-def _first_paragraph(cls):
-    return " ".join(inspect.getdoc(cls).split("\n\n")[0].split())
-
-
-def _table(rows):
-    lines = ["| Key | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
-    for key, kind, default, meaning in rows:
-        cells = [f"`{key}`", _type_label(kind), _default_label(default), meaning]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return lines
-
-
-def _type_label(kind):
-    origin = typing.get_origin(kind)
-    if origin is Literal:
-        return " or ".join(f"`{a}`" for a in typing.get_args(kind))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_label(a) for a in typing.get_args(kind))
-    if origin is tuple:
-        item = typing.get_args(kind)[0]
-        return "list of corpora" if item is CorpusFiles else f"list of {_type_label(item)}"
-    if kind is type(None):
-        return "null"
-    if dataclasses.is_dataclass(kind):
-        return "corpus" if kind is CorpusFiles else "section"
-    return {int: "integer", float: "number", str: "string", bool: "boolean", dict: "mapping"}[kind]
-
-
-class _Verbatim(str):
-    """A default written as it is in the reference, not as a value."""
-
-
-def _default_label(value):
-    if isinstance(value, _Verbatim):
-        return str(value)
-    if value is dataclasses.MISSING:
-        return "required"
-    if value is None:
-        return "`null`"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, dict):
-        return "`" + json.dumps(value).replace('"', "") + "`"
-    return f"`{value}`"
+        _fail("verbose", f"must be 'auto', 0, 1 or 2, got {config.verbose!r}")
 
 
 if __name__ == "__main__":
-    print(reference_markdown(), end="")
+    # The reference imports this module, so it runs as its own module, not imported here.
+    import runpy
+
+    runpy.run_module("keras_transformer.training.config_reference", run_name="__main__")

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.errors import UserInputError
-from keras_transformer.files import atomic_write
+from keras_transformer.files import atomic_copy, atomic_write
 from keras_transformer.model import build_model
 from keras_transformer.runs.averaging import average_checkpoints, in_last_fraction
 from keras_transformer.runs.checkpoints import (
@@ -558,8 +558,7 @@ def _prepare_vocabulary(config, run, chief):
     if settings.vocab is not None:
         if chief:
             if not os.path.exists(run.vocabulary):
-                shutil.copyfile(settings.vocab, run.vocabulary + ".tmp")
-                os.replace(run.vocabulary + ".tmp", run.vocabulary)
+                atomic_copy(settings.vocab, run.vocabulary)
             elif not filecmp.cmp(settings.vocab, run.vocabulary, shallow=False):
                 raise UserInputError(
                     f"data.vocab {settings.vocab!r} differs from {run.vocabulary!r}, the "
