@@ -179,7 +179,7 @@ CONSTRAINED_PARSE = """
     from keras_transformer.parsing.constrained_decoding import (TreeConstrainedDecoder,
                                                                 TreeConstraint)
     from keras_transformer.parsing.linearization import Linearizer
-    from keras_transformer.translation import compile_search
+    from keras_transformer.decoding.compiled import compile_search
 
     S = "\\u2581"
     pieces = ["<pad>", "<unk>", "<s>", "</s>", S + "(S", S + ")S", S + "(NP", S + ")NP",

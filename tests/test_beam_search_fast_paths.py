@@ -10,8 +10,8 @@ from keras import ops
 
 from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search
 from keras_transformer.decoding.beam_search import drops_finished_sentences
+from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.decoding.incremental import FIRST_CACHE_LENGTH
-from keras_transformer.translation import compile_search
 from tests._decoding_fixtures import (
     BOS,
     EOS,

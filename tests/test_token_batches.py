@@ -15,8 +15,9 @@ from keras_transformer.decoding.batches import (
     sentence_batches,
     token_batches,
 )
+from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.errors import UserInputError
-from keras_transformer.translation import LENGTH_MULTIPLE, Translator, compile_search, translate
+from keras_transformer.translation import LENGTH_MULTIPLE, Translator, translate
 from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder, tiny_model
 from tests.test_translation import CopyDecoder
 

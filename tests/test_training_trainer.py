@@ -162,15 +162,15 @@ def test_a_run_goes_on_under_new_dropout_and_keeps_the_old_config(finished, tmp_
 
 
 def test_kept_run_files_of_one_second_do_not_overwrite_each_other(tmp_path, monkeypatch):
-    from keras_transformer.training import trainer
+    from keras_transformer.training import run_files
 
-    monkeypatch.setattr(trainer.time, "strftime", lambda _: "20261128-042500")
+    monkeypatch.setattr(run_files.time, "strftime", lambda _: "20261128-042500")
     path = str(tmp_path / "config.json")
     kept = []
     for dropout in (0.0, 0.1, 0.2):
         with open(path, "w") as file:
             json.dump({"dropout": dropout}, file)
-        kept.append(trainer._keep_previous(path))
+        kept.append(run_files.keep_previous(path))
     assert len(set(kept)) == 3 and not os.path.exists(path)
     assert [
         json.loads((tmp_path / os.path.basename(name)).read_text())["dropout"] for name in kept

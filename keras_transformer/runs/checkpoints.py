@@ -188,7 +188,7 @@ class Checkpointer:
                     saved = _child_count(path, "seed_generators/")
                     if saved != len(seeds):
                         # Dropout was switched on or off for some layers (a run may go on
-                        # under new dropout: trainer.TRAINING_ONLY_FIELDS); the saved
+                        # under new dropout: run_files.TRAINING_ONLY_FIELDS); the saved
                         # streams no longer line up with the layers, so none is restored.
                         logger.warning(
                             "checkpoint %s holds %d dropout seed generators, the "

@@ -4,6 +4,9 @@
     config_reading.py  files, ${NAME} variables, --set overrides -> checked dataclasses
     config_reference.py  the reference of every config key (the docs' configuration page)
     trainer.py         train(config): the entry point of the library, CLI and pipelines
+    inputs.py          the run's corpora, vocabulary, batches and data position
+    finetune.py        init_from: a new run from the weights of a trained one
+    run_files.py       config.json, training_config.json, init.json of a run folder
     strategies.py      one device, MirroredStrategy (GPUs or logical CPUs), multi-worker
     accumulation.py    token-exact gradient accumulation over micro-batches and replicas
     training_model.py  TrainingModel: the Transformer wrapped for fit (train/test steps)
