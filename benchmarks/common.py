@@ -25,6 +25,7 @@ stderr unless told otherwise, here stdout so that doctest sees it):
 """
 
 import importlib
+import json
 import os
 import pathlib
 import platform
@@ -294,3 +295,43 @@ def run_module(module, *args, python=None, timeout=None):
         env=child_environment(),
         check=False,
     )
+
+
+# -- one measurement per child process ---------------------------------------------------------
+
+RESULT_PREFIX = "RESULT "
+
+
+def print_result(result):
+    """A worker's answer to `in_child`: one JSON line after RESULT_PREFIX on stdout."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def in_child(module, spec, timeout=None):
+    """Runs `python -m module --worker SPEC` (that module's worker for `spec`) in a fresh
+    interpreter and returns what it printed with `print_result`; `{"error": ...}` if it died
+    or timed out.
+
+    Example:
+        >>> in_child("benchmarks.train_throughput", {"kind": "peaks"})  # doctest: +SKIP
+    """
+    try:
+        process = run_module(module, "--worker", json.dumps(spec), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"stopped after --row-timeout {timeout:g} s"}
+    for line in reversed(process.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])
+    if process.returncode < 0:
+        return {"error": f"child killed by signal {-process.returncode}"}
+    lines = process.stderr.strip().splitlines()
+    errors = [line for line in lines if "Error" in line or "error:" in line]
+    last = (errors or lines or ["no output"])[-1]
+    return {"error": f"child exited with status {process.returncode}: {last}"[:300]}
+
+
+def best_milliseconds(calls, steps, repeats, wait=None):
+    """`{name: best ms per call}`, the windows of the calls taking turns after `steps` warm-up
+    calls each (tracing, allocation); `wait` as `best_seconds_each`'s."""
+    seconds = best_seconds_each(calls, steps, repeats, warmup=steps, wait=wait)
+    return {name: value * 1e3 for name, value in seconds.items()}

@@ -48,12 +48,10 @@ from benchmarks.common import (
     module_command,
     set_tensorflow_threads,
 )
+from benchmarks.ct2_worker import CT2_DEFAULT, parse_ct2
 
 THREADS = int(os.environ.get("DECODE_THREADS", "2"))
 OURS = ("float32", "bfloat16", "int8")
-# CTranslate2 at its best on an AMD Zen 4 CPU: float32 with MKL (its default oneDNN SGEMM
-# was many times slower), int8 with oneDNN (MKL's int8 GEMM was slower than its float32).
-CT2_DEFAULT = "float32:mkl,int8:dnnl,int8_bfloat16:dnnl"
 
 
 # -- text -------------------------------------------------------------------------------------
@@ -262,22 +260,6 @@ class Ct2Side:
 
 
 # -- the run ------------------------------------------------------------------------------------
-
-
-def parse_ct2(text):
-    """`[(quantization, library), ...]` from "float32:mkl,int8:dnnl"."""
-    from keras_transformer.export.ctranslate2 import QUANTIZATIONS
-
-    sides = []
-    for item in filter(None, text.split(",")):
-        quantization, _, library = item.partition(":")
-        if quantization not in QUANTIZATIONS or library not in ("mkl", "dnnl"):
-            raise SystemExit(
-                f"--ct2: {item!r} is not QUANTIZATION:LIBRARY with a quantization of "
-                f"{', '.join(QUANTIZATIONS)} and a library of mkl, dnnl"
-            )
-        sides.append((quantization, library))
-    return sides
 
 
 def build_sides(args, folder):

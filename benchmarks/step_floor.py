@@ -39,8 +39,15 @@ import json
 import os
 import sys
 
-from benchmarks import train_throughput as tt
-from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
+from benchmarks.common import (
+    best_seconds,
+    importable_peers,
+    in_child,
+    machine_line,
+    machine_record,
+    print_result,
+)
+from benchmarks.train_systems import CONFIGS, PEER_MODULES
 
 FORMS = ("forward", "input_grad", "weight_grad")
 
@@ -113,12 +120,12 @@ def worker(spec):
         spec["steps"],
         spec["repeats"],
     )
-    print(tt.RESULT_PREFIX + json.dumps({"seconds": seconds}), flush=True)
+    print_result({"seconds": seconds})
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", default=["small", "base"], choices=list(tt.CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=["small", "base"], choices=list(CONFIGS))
     parser.add_argument(
         "--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"]
     )
@@ -137,16 +144,17 @@ def main(argv=None):
     if args.worker:
         return worker(json.loads(args.worker))
 
-    present, skipped = importable_peers(["keras_hub"], tt.PEER_MODULES)
+    present, skipped = importable_peers(["keras_hub"], PEER_MODULES)
     systems = ["ours", *present]
     results, lines = {}, []
     for name in args.configs:
-        dims = tt.CONFIGS[name]
+        dims = CONFIGS[name]
         products = step_products(*dims, args.vocab_size, args.batch, args.length)
         results[name] = {}
         for precision in args.precisions:
             dtype = {"fp32": "float32", "bf16": "bfloat16"}[precision]
-            floor = tt.in_child(
+            floor = in_child(
+                "benchmarks.step_floor",
                 {
                     "products": products,
                     "dtype": dtype,
@@ -155,7 +163,6 @@ def main(argv=None):
                     "repeats": args.repeats,
                 },
                 timeout=1800,
-                module="benchmarks.step_floor",
             )
             row = {"floor_ms": floor.get("seconds") and round(1000 * floor["seconds"], 3)}
             if row["floor_ms"]:
@@ -179,7 +186,7 @@ def main(argv=None):
                     "threads": args.threads,
                     "attention_dropout": 0.0,
                 }
-                result = tt.in_child(spec, timeout=1800)
+                result = in_child("benchmarks.train_throughput", spec, timeout=1800)
                 if "error" in result:
                     print(
                         f"# {name} {precision} {system}: failed, {result['error']}", file=sys.stderr

@@ -79,31 +79,35 @@ Usage (from the repository root):
 
 import argparse
 import json
-import math
 import os
-import subprocess
 import sys
-import time
-
-import numpy as np
 
 from benchmarks.common import (
-    best_seconds,
     importable_peers,
+    in_child,
     machine_line,
     machine_record,
-    run_module,
+    print_result,
     speed_ratios,
 )
+from benchmarks.matmul_peaks import (
+    gpu_matmul_peaks,
+    matmul_peaks,
+    slow_bf16,
+    training_flops,
+)
+from benchmarks.train_systems import (
+    CONFIGS,
+    DROPOUT,
+    LABEL_SMOOTHING,
+    PEER_MODULES,
+    make_batch,
+    run_keras_hub,
+    run_ours,
+    run_torch,
+)
 
-PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch"}
-CONFIGS = {  # name -> (N, d_model, d_ff, h)
-    "tiny": (1, 64, 256, 4),
-    "small": (3, 256, 1024, 4),
-    "base": (6, 512, 2048, 8),
-    "multi30k": (4, 128, 256, 4),  # Wu et al.'s Transformer-tiny (configs/multi30k.yaml)
-    "big": (6, 1024, 4096, 16),
-}
+MODULE = "benchmarks.train_throughput"  # what a row's child process runs
 SYSTEM_MODES = {
     "ours": ("xla_off", "xla_on"),
     "keras_hub": ("xla_off", "xla_on"),
@@ -116,10 +120,6 @@ MATCHED = [
     ("torch", "eager", "xla_off"),
     ("torch", "compile", "xla_on"),
 ]
-DROPOUT = 0.1
-LABEL_SMOOTHING = 0.1
-MAX_LENGTH = 256
-SLOW_BF16 = 0.25  # bf16 rows of a framework whose bf16 matmul is slower than this x fp32
 
 
 def parse_args(argv=None):
@@ -188,425 +188,16 @@ def parse_args(argv=None):
 # -- FLOPs, peak, machine ----------------------------------------------------------------------
 
 
-def training_flops(num_layers, d_model, d_ff, vocab_size, batch, length):
-    """3 x forward FLOPs (multiply-add = 2) of one step: projections, feed-forward, attention
-    scores and weighted sums, cross-attention, and the output projection."""
-    tokens = batch * length
-    d, f = d_model, d_ff
-    encoder = tokens * 2 * (4 * d * d + 2 * d * f) + 2 * 2 * batch * length * length * d
-    decoder = (
-        tokens * 2 * (4 * d * d + 2 * d * d + 2 * d * f)  # self Q,K,V,O + cross Q,O + FFN
-        + tokens * 2 * 2 * d * d  # cross K,V on the memory
-        + 2 * 2 * batch * length * length * d * 2
-    )  # self + cross attention
-    output = tokens * 2 * d * vocab_size
-    return 3 * (num_layers * (encoder + decoder) + output)
-
-
-def matmul_rate(make_product, size=2048, probe=512, repeats=5, budget_s=5.0):
-    """Best FLOP/s of a size x size product; `make_product(n)` returns a callable that runs
-    one n x n product (operands made beforehand). A probe size first: when the full size
-    would take over `budget_s` a product (a precision without fast kernels on this CPU, e.g.
-    PyTorch bfloat16 without AVX512-BF16: under 1 GFLOP/s), the probe's rate is kept."""
-
-    probe_seconds = best_seconds(make_product(probe), repeats=2)
-    if probe_seconds * (size / probe) ** 3 > budget_s:
-        return 2 * probe**3 / probe_seconds
-    return 2 * size**3 / best_seconds(make_product(size), repeats=repeats)
-
-
-def gpu_matmul_peaks(precisions, use_torch):
-    """`({precision: {framework: FLOP/s}}, GPU name)`: 8192 x 8192 products on the GPU, JAX's
-    and PyTorch's, fp32 without TF32 (as the fp32 rows run)."""
-    import jax
-    import jax.numpy as jnp
-
-    def jax_product(dtype):
-        def make(n):
-            a, b = (jax.random.normal(jax.random.key(i), (n, n), dtype) for i in (1, 2))
-            product = jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))
-            return lambda: product(a, b).block_until_ready()
-
-        return make
-
-    dtypes = {"fp32": "float32", "bf16": "bfloat16"}
-    precisions = ["fp32"] + [p for p in precisions if p != "fp32"]
-    peaks = {
-        p: {"jax": matmul_rate(jax_product(dtypes[p]), size=8192, probe=2048)} for p in precisions
-    }
-    device = jax.devices()[0].device_kind
-    if use_torch:
-        import torch
-
-        if torch.cuda.is_available():
-
-            def torch_product(dtype):
-                def make(n):
-                    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
-                    return lambda: (torch.matmul(a, b), torch.cuda.synchronize())
-
-                return make
-
-            for p in precisions:
-                peaks[p]["torch"] = matmul_rate(
-                    torch_product(getattr(torch, dtypes[p])), size=8192, probe=2048
-                )
-    return peaks, device
-
-
-def matmul_peaks(precisions, threads, use_torch):
-    """`{precision: {framework: FLOP/s}}` for fp32 and the requested precisions."""
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    dtypes = {"fp32": "float32", "bf16": "bfloat16"}
-    precisions = ["fp32"] + [p for p in precisions if p != "fp32"]  # bf16 is judged by fp32
-
-    def tf_product(dtype):
-        def make(n):
-            a = tf.cast(tf.random.normal((n, n)), dtype)
-            b = tf.cast(tf.random.normal((n, n)), dtype)
-            return lambda: float(tf.matmul(a, b)[0, 0])
-
-        return make
-
-    peaks = {p: {"tensorflow": matmul_rate(tf_product(dtypes[p]))} for p in precisions}
-    if use_torch:
-        import torch
-
-        torch.set_num_threads(threads)
-
-        def torch_product(dtype):
-            def make(n):
-                a, b = (torch.randn(n, n).to(dtype) for _ in range(2))
-                return lambda: torch.matmul(a, b)
-
-            return make
-
-        for p in precisions:
-            peaks[p]["torch"] = matmul_rate(torch_product(getattr(torch, dtypes[p])))
-    return peaks
-
-
-def slow_bf16(peaks, framework, threshold=SLOW_BF16):
-    """Why `framework`'s bf16 rows are not worth running here, or None: its bfloat16 matmul
-    rate is under `threshold` x its float32 rate (no bf16 kernels for this CPU)."""
-    try:
-        bf16, fp32 = peaks["bf16"][framework], peaks["fp32"][framework]
-    except KeyError:
-        return None
-    if bf16 >= threshold * fp32:
-        return None
-    return (
-        f"{framework}'s bfloat16 matmul runs at {bf16 / 1e9:.1f} GFLOP/s here, under "
-        f"{threshold:g} x its float32 {fp32 / 1e9:.1f} (no fast bf16 kernels on this CPU; "
-        f"--run-slow-bf16 runs them anyway)"
-    )
-
-
 # -- data --------------------------------------------------------------------------------------
-
-
-def make_batch(batch, length, vocab_size, seed=0):
-    """Source, decoder input (bos + labels[:-1]) and labels; ids >= 4: no padding anywhere."""
-    rng = np.random.default_rng(seed)
-    source = rng.integers(4, vocab_size, size=(batch, length)).astype("int32")
-    labels = rng.integers(4, vocab_size, size=(batch, length)).astype("int32")
-    target = np.concatenate([np.full((batch, 1), 2, "int32"), labels[:, :-1]], axis=1)
-    return source, target, labels
 
 
 # -- Keras systems -----------------------------------------------------------------------------
 
 
-def keras_inputs(spec, data, nested=False):
-    """`model.fit`'s inputs for one fixed batch at every step: a repeated tf.data element on
-    TensorFlow (`nested`: a 1-tuple of micro-batches, `TrainingModel`'s input), the batch
-    tiled in NumPy arrays on JAX (no tf.data there)."""
-    source, target, labels = data
-    features = {"source_ids": source, "target_ids": target}
-    copies = spec["warmup"] + spec["repeats"] * spec["steps"]
-    if spec["backend"] == "tensorflow":
-        import tensorflow as tf
-
-        element = ((features, labels),) if nested else (features, labels)
-        return {"x": tf.data.Dataset.from_tensors(element).repeat(), "steps_per_epoch": copies}
-    return {
-        "x": {name: np.tile(ids, (copies, 1)) for name, ids in features.items()},
-        "y": np.tile(labels, (copies, 1)),
-        "batch_size": len(source),
-    }
-
-
-def time_keras(model, inputs, steps, repeats, warmup):
-    """Best of `repeats` windows of `steps` steps, all in one `fit` call after `warmup`
-    (compiling) steps: each new `fit` call retraces its train function, and with XLA that
-    recompiles it (seconds), so windows in separate calls would time compilation. A window
-    runs from its first step's start to its last step's end (reading a variable waits for
-    the step; on JAX, reading the loss does)."""
-    import keras
-
-    marks = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            if batch >= warmup and (batch - warmup) % steps == 0:
-                marks.append(time.perf_counter())
-
-        def on_train_batch_end(self, batch, logs=None):
-            if batch >= warmup and (batch - warmup) % steps == steps - 1:
-                float(np.asarray(self.model.optimizer.iterations.value))
-                if logs and "loss" in logs:
-                    float(logs["loss"])
-                marks[-1] = time.perf_counter() - marks[-1]
-
-    model.fit(**inputs, epochs=1, verbose=0, shuffle=False, callbacks=[Timer()])
-    return min(marks)
-
-
-def keras_dtype(precision):
-    return None if precision == "fp32" else "mixed_bfloat16"
-
-
-def build_ours(dims, vocab_size, precision, attention_dropout, plain=False):
-    """`TrainingModel` around our Transformer, or (`plain`) the Transformer alone."""
-    import keras
-
-    from keras_transformer import TransformerConfig, build_model
-
-    num_layers, d_model, d_ff, heads = dims
-    keras.utils.set_random_seed(0)
-    config = TransformerConfig(
-        vocab_size=vocab_size,
-        num_layers=num_layers,
-        d_model=d_model,
-        d_ff=d_ff,
-        num_heads=heads,
-        max_length=MAX_LENGTH,
-        dropout=DROPOUT,
-        label_smoothing=LABEL_SMOOTHING,
-        attention_dropout=attention_dropout,
-    )
-    transformer = build_model(config, dtype=keras_dtype(precision))
-    if plain:
-        return transformer
-    from keras_transformer.training import TrainingModel  # TensorFlow only
-
-    return TrainingModel(transformer)
-
-
-def run_ours(spec, data):
-    from keras_transformer import build_optimizer
-    from keras_transformer.losses import LabelSmoothedCrossEntropy
-
-    plain = spec["backend"] != "tensorflow"
-    model = build_ours(
-        spec["dims"], spec["vocab_size"], spec["precision"], spec["attention_dropout"], plain=plain
-    )
-    optimizer = build_optimizer(spec["dims"][1])
-    transformer = model if plain else model.transformer
-    # TrainingModel computes its own loss; the plain Transformer is given the same one.
-    loss = LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0) if plain else None
-    model.compile(optimizer=optimizer, loss=loss, jit_compile=spec["mode"] == "xla_on")
-    optimizer.build(transformer.trainable_variables)
-    seconds = time_keras(
-        model,
-        keras_inputs(spec, data, nested=not plain),
-        spec["steps"],
-        spec["repeats"],
-        spec["warmup"],
-    )
-    return seconds, transformer.count_params(), bool(model.jit_compile)
-
-
-def build_keras_hub(dims, vocab_size, precision, attention_dropout):
-    """The same network from keras-hub layers (see the module docstring); no padding masks."""
-    import keras
-    import keras_hub
-
-    num_layers, d_model, d_ff, heads = dims
-    dtype = keras_dtype(precision)
-    keras.utils.set_random_seed(0)
-    # One matrix for source, target and (reversed) the output projection, as ours.
-    embedding = keras_hub.layers.ReversibleEmbedding(
-        vocab_size,
-        d_model,
-        tie_weights=True,
-        dtype=dtype,
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=d_model**-0.5),
-    )
-    positions = keras_hub.layers.SinePositionEncoding(dtype=dtype)
-
-    def embed(ids):
-        x = embedding(ids) * math.sqrt(d_model)
-        return keras.layers.Dropout(DROPOUT, dtype=dtype)(x + positions(x))
-
-    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
-    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    stack_args = dict(
-        intermediate_dim=d_ff,
-        num_heads=heads,
-        dropout=DROPOUT,
-        layer_norm_epsilon=1e-6,
-        dtype=dtype,
-    )
-    encoders = [keras_hub.layers.TransformerEncoder(**stack_args) for _ in range(num_layers)]
-    decoders = [keras_hub.layers.TransformerDecoder(**stack_args) for _ in range(num_layers)]
-    x = embed(source_ids)
-    for layer in encoders:
-        x = layer(x)
-    y = embed(target_ids)
-    for layer in decoders:
-        y = layer(y, x)  # causal self-attention by default
-    logits = keras.layers.Activation("linear", dtype="float32")(embedding(y, reverse=True))
-    # keras-hub's `dropout` also drops attention probabilities; ours does not (attention
-    # dropout 0 by default). Keras reads the rate at call time (0 also selects its
-    # `ops.dot_product_attention` path), so setting it after construction is enough.
-    for layer in encoders + decoders:
-        for attention in (
-            layer._self_attention_layer,
-            getattr(layer, "_cross_attention_layer", None),
-        ):
-            if attention is not None:
-                attention._dropout = attention_dropout
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits)
-
-
-def run_keras_hub(spec, data):
-    import keras
-
-    from keras_transformer import NoamSchedule
-    from keras_transformer.losses import LabelSmoothedCrossEntropy
-
-    model = build_keras_hub(
-        spec["dims"], spec["vocab_size"], spec["precision"], spec["attention_dropout"]
-    )
-    optimizer = keras.optimizers.Adam(
-        learning_rate=NoamSchedule(spec["dims"][1]), beta_1=0.9, beta_2=0.98, epsilon=1e-9
-    )
-    model.compile(
-        optimizer=optimizer,
-        loss=LabelSmoothedCrossEntropy(LABEL_SMOOTHING, pad_id=0),
-        jit_compile=spec["mode"] == "xla_on",
-    )
-    seconds = time_keras(
-        model, keras_inputs(spec, data), spec["steps"], spec["repeats"], spec["warmup"]
-    )
-    return seconds, model.count_params(), bool(model.jit_compile)
-
-
 # -- PyTorch -----------------------------------------------------------------------------------
 
 
-def build_torch(dims, vocab_size, attention_dropout):
-    """The same network from `nn.Transformer*Layer`s (see the module docstring): a module whose
-    forward returns the label-smoothed loss (so that `torch.compile` sees loss and model)."""
-    import torch
-    from torch import nn
-    from torch.nn import functional
-
-    num_layers, d_model, d_ff, heads = dims
-    torch.manual_seed(0)
-
-    def sinusoids(length):
-        position = torch.arange(length, dtype=torch.float32)[:, None]
-        angles = position / torch.pow(10000.0, torch.arange(0, d_model, 2) / d_model)
-        return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(length, d_model)
-
-    class Seq2Seq(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = nn.Embedding(vocab_size, d_model)  # source, target and output
-            nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
-            self.register_buffer("positions", sinusoids(MAX_LENGTH), persistent=False)
-            self.embedding_dropout = nn.Dropout(DROPOUT)
-            layer_args = dict(
-                d_model=d_model,
-                nhead=heads,
-                dim_feedforward=d_ff,
-                dropout=DROPOUT,
-                batch_first=True,
-                norm_first=False,
-                layer_norm_eps=1e-6,
-            )
-            # No final LayerNorm (nn.Transformer adds one to each stack; post-norm has none).
-            self.encoder = nn.TransformerEncoder(
-                nn.TransformerEncoderLayer(**layer_args),
-                num_layers,
-                norm=None,
-                enable_nested_tensor=False,
-            )
-            self.decoder = nn.TransformerDecoder(
-                nn.TransformerDecoderLayer(**layer_args), num_layers, norm=None
-            )
-            for layer in [*self.encoder.layers, *self.decoder.layers]:
-                layer.dropout = nn.Identity()  # the dropout after the ReLU: ours has none
-                for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
-                    if attention is not None:
-                        attention.dropout = attention_dropout
-            causal = torch.full((MAX_LENGTH, MAX_LENGTH), float("-inf")).triu(1)
-            self.register_buffer("causal_mask", causal, persistent=False)
-            self.loss = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=LABEL_SMOOTHING)
-
-        def embed(self, ids):
-            x = self.embedding(ids) * math.sqrt(d_model) + self.positions[: ids.shape[1]]
-            return self.embedding_dropout(x)
-
-        def forward(self, source, target, labels):
-            # No key-padding masks: the batch has no padding (they would merge into per-head
-            # float masks and take attention off the fused causal kernel).
-            memory = self.encoder(self.embed(source))
-            length = target.shape[1]
-            hidden = self.decoder(
-                self.embed(target),
-                memory,
-                tgt_mask=self.causal_mask[:length, :length],
-                tgt_is_causal=True,
-            )
-            logits = functional.linear(hidden, self.embedding.weight).float()
-            return self.loss(logits.reshape(-1, vocab_size), labels.reshape(-1))
-
-    return Seq2Seq()
-
-
-def run_torch(spec, data):
-    import torch
-
-    torch.set_num_threads(spec["threads"])
-    device = "cuda" if spec["backend"] == "jax" and torch.cuda.is_available() else "cpu"
-    model = build_torch(spec["dims"], spec["vocab_size"], spec["attention_dropout"]).to(device)
-    d_model = spec["dims"][1]
-    adam = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    try:
-        optimizer = torch.optim.Adam(model.parameters(), fused=True, **adam)
-    except (RuntimeError, TypeError, ValueError):  # no fused CPU Adam in this PyTorch
-        optimizer = torch.optim.Adam(model.parameters(), foreach=True, **adam)
-    # The Noam schedule of build_optimizer (learning rate = factor x base lr 1.0).
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * 4000**-1.5)
-    )
-    loss_of = torch.compile(model) if spec["mode"] == "compile" else model
-    source, target, labels = (torch.from_numpy(a.astype("int64")).to(device) for a in data)
-    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=spec["precision"] == "bf16")
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            loss = loss_of(source, target, labels)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        return loss.item()
-
-    model.train()
-    # The warm-up steps include compilation; `loss.item()` waits for each step.
-    seconds = spec["steps"] * best_seconds(step, spec["steps"], spec["repeats"], spec["warmup"])
-    return seconds, sum(p.numel() for p in model.parameters()), spec["mode"] == "compile"
-
-
 # -- one row per child process -----------------------------------------------------------------
-
-RESULT_PREFIX = "RESULT "
 
 
 def worker(spec):
@@ -634,26 +225,7 @@ def worker(spec):
     except Exception as error:  # one line for the parent; the row is marked failed
         message = str(error).strip().splitlines()
         result = {"error": f"{type(error).__name__}: {message[0] if message else ''}"[:300]}
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
-
-
-def in_child(spec, timeout=None, module="benchmarks.train_throughput"):
-    """Runs `python -m module --worker SPEC` (this module's `worker(spec)` by default) in a
-    fresh interpreter and returns what it printed after RESULT_PREFIX; `{"error": ...}` if it
-    died or timed out."""
-    try:
-        process = run_module(module, "--worker", json.dumps(spec), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"stopped after --row-timeout {timeout:g} s"}
-    for line in reversed(process.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :])
-    if process.returncode < 0:
-        return {"error": f"child killed by signal {-process.returncode}"}
-    lines = process.stderr.strip().splitlines()
-    errors = [line for line in lines if "Error" in line or "error:" in line]
-    last = (errors or lines or ["no output"])[-1]
-    return {"error": f"child exited with status {process.returncode}: {last}"[:300]}
+    print_result(result)
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -677,13 +249,14 @@ def main(argv=None):
     present, skipped_peers = importable_peers(args.peers, PEER_MODULES)
     systems = ["ours", *present]
     peaks = in_child(
+        MODULE,
         {
             "kind": "peaks",
             "precisions": args.precisions,
             "backend": args.backend,
             "threads": args.threads,
             "use_torch": "torch" in present,
-        }
+        },
     )
     if "error" in peaks:
         print(f"# matmul peak not measured: {peaks['error']} (MFU left out)", file=sys.stderr)
@@ -751,7 +324,7 @@ def main(argv=None):
                         row["status"] = "skipped"
                         precision_rows.append(row)
                         continue
-                    result = in_child(spec, timeout=args.row_timeout)
+                    result = in_child(MODULE, spec, timeout=args.row_timeout)
                     if "error" in result:
                         failed[label] = result["error"]
                         row["status"] = "failed"

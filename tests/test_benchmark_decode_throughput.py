@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from benchmarks import ct2_worker, decode_trained
 from benchmarks import decode_throughput as bench
 
 TINY = [
@@ -141,8 +142,8 @@ def test_trained_rows_every_side_batch_one_and_larger(trained_run, capsys):
     )
     # Each CTranslate2 precision in its own worker, on the library fastest for it.
     backends = {(r["decoder"], r["precision"]): r["backend"] for r in trained["rows"]}
-    assert backends[("CTranslate2", "fp32")] == bench.ct2_library("float32")
-    assert backends[("CTranslate2", "int8")] == bench.ct2_library("int8")
+    assert backends[("CTranslate2", "fp32")] == ct2_worker.ct2_library("float32")
+    assert backends[("CTranslate2", "int8")] == ct2_worker.ct2_library("int8")
     assert backends[("ours (Translator)", "fp32")] == "tensorflow"
     # Tokens per sentence: the pieces of ours at alpha 0 (translated here alone) plus eos.
     ours = Translator.load(str(run), beam_size=2, alpha=0.0).translate(sentences)
@@ -174,7 +175,7 @@ def test_trained_identical_share_counts_a_changed_output(trained_run, capsys, mo
     """CTranslate2's output changed on one sentence of 4: 3/4 identical, under 98%, so the
     differing sentence is printed and kept in the JSON line."""
     run, source, sentences = trained_run
-    original = bench.TrainedSides.ctranslate2
+    original = decode_trained.TrainedSides.ctranslate2
 
     def one_changed(self, precision, batch_size):
         translate = original(self, precision, batch_size)
@@ -185,7 +186,7 @@ def test_trained_identical_share_counts_a_changed_output(trained_run, capsys, mo
 
         return changed
 
-    monkeypatch.setattr(bench.TrainedSides, "ctranslate2", one_changed)
+    monkeypatch.setattr(decode_trained.TrainedSides, "ctranslate2", one_changed)
     out, last = trained_json(
         run,
         source,
@@ -216,18 +217,18 @@ def test_trained_identical_share_counts_a_changed_output(trained_run, capsys, mo
 def test_identical_share_and_source_preparation(tmp_path):
     import gzip
 
-    assert bench.identical_share(["a", "b", "c", "d"], ["a", "b", "x", "d"]) == 0.75
+    assert decode_trained.identical_share(["a", "b", "c", "d"], ["a", "b", "x", "d"]) == 0.75
     with pytest.raises(ValueError, match="3 outputs against 2"):
-        bench.identical_share(["a", "b", "c"], ["a", "b"])
+        decode_trained.identical_share(["a", "b", "c"], ["a", "b"])
     path = tmp_path / "test.en.gz"
     with gzip.open(path, "wt", encoding="utf-8") as file:
         file.write('A man, in a "red" hat.\n\nTwo Dogs run.\nA third line.\n')
     # Blank lines are skipped; Multi30k's preparation lower-cases and Moses-tokenizes.
-    assert bench.read_source_lines(path, 2, "lowercase+moses") == [
+    assert decode_trained.read_source_lines(path, 2, "lowercase+moses") == [
         'a man , in a " red " hat .',
         "two dogs run .",
     ]
-    assert bench.read_source_lines(path, 5) == [
+    assert decode_trained.read_source_lines(path, 5) == [
         'A man, in a "red" hat.',
         "Two Dogs run.",
         "A third line.",

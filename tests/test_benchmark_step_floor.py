@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from benchmarks import matmul_peaks
 from benchmarks import step_floor as floor
-from benchmarks import train_throughput as throughput
+from benchmarks import train_systems as systems
 
 
 def test_a_tiny_step_has_the_hand_counted_products():
@@ -22,12 +23,12 @@ def test_a_tiny_step_has_the_hand_counted_products():
     assert (3, 2, 2, 2, 2, "input_grad") in products  # scores: batch x heads of (L, d/h, L)
 
 
-@pytest.mark.parametrize("name", sorted(throughput.CONFIGS))
+@pytest.mark.parametrize("name", sorted(systems.CONFIGS))
 def test_the_products_are_the_work_the_mfu_formula_counts(name):
-    # Two formulas written apart: train_throughput.py's FLOPs by layer, these by product.
-    dims = throughput.CONFIGS[name]
+    # Two formulas written apart: matmul_peaks.py's FLOPs by layer, these by product.
+    dims = systems.CONFIGS[name]
     products = floor.step_products(*dims, 8000, 32, 32)
-    assert floor.product_flops(products) == throughput.training_flops(*dims[:3], 8000, 32, 32)
+    assert floor.product_flops(products) == matmul_peaks.training_flops(*dims[:3], 8000, 32, 32)
 
 
 def test_the_json_line_holds_each_sides_step_and_the_ratios(capsys):

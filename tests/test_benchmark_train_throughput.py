@@ -1,9 +1,10 @@
-"""benchmarks/train_throughput.py: the three systems do the same work (parameters, batch,
-optimizer), and slow bf16 rows are skipped with their reason."""
+"""benchmarks/train_systems.py, matmul_peaks.py: the three systems do the same work
+(parameters, batch, optimizer), and slow bf16 rows are skipped with their reason."""
 
 import pytest
 
-from benchmarks import train_throughput as throughput
+from benchmarks import matmul_peaks as peaks_module
+from benchmarks import train_systems as systems
 
 
 def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
@@ -22,12 +23,12 @@ def test_the_three_systems_have_the_same_parameters_at_the_same_dims():
         + (attention + feed_forward + 2 * norm)
         + (2 * attention + feed_forward + 3 * norm)
     )
-    ours = throughput.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
+    ours = systems.build_ours(dims, vocab_size, "fp32", 0.0).transformer.count_params()
     # --backend jax trains the Transformer itself (TrainingModel is TensorFlow-only).
-    plain = throughput.build_ours(dims, vocab_size, "fp32", 0.0, plain=True)
+    plain = systems.build_ours(dims, vocab_size, "fp32", 0.0, plain=True)
     assert type(plain).__name__ == "Transformer" and plain.count_params() == expected
-    keras_hub = throughput.build_keras_hub(dims, vocab_size, "fp32", 0.0).count_params()
-    torch_model = throughput.build_torch(dims, vocab_size, 0.0)
+    keras_hub = systems.build_keras_hub(dims, vocab_size, "fp32", 0.0).count_params()
+    torch_model = systems.build_torch(dims, vocab_size, 0.0)
     torch_count = sum(p.numel() for p in torch_model.parameters())
     assert expected == 24576
     assert ours == keras_hub == torch_count == expected
@@ -38,16 +39,16 @@ def test_bf16_rows_are_skipped_only_where_the_bf16_matmul_is_under_a_quarter_of_
         "fp32": {"tensorflow": 30e9, "torch": 40e9},
         "bf16": {"tensorflow": 7.5e9, "torch": 0.4e9},
     }  # exactly 0.25x, and 0.01x
-    assert throughput.slow_bf16(peaks, "tensorflow") is None
-    reason = throughput.slow_bf16(peaks, "torch")
+    assert peaks_module.slow_bf16(peaks, "tensorflow") is None
+    reason = peaks_module.slow_bf16(peaks, "torch")
     assert reason.startswith("torch's bfloat16 matmul runs at 0.4 GFLOP/s") and "40.0" in reason
-    assert throughput.slow_bf16({"fp32": peaks["fp32"]}, "torch") is None  # bf16 not measured
+    assert peaks_module.slow_bf16({"fp32": peaks["fp32"]}, "torch") is None  # bf16 not measured
 
 
 def test_every_step_gets_the_same_batch_from_tf_data_and_from_the_tiled_jax_arrays():
-    source, target, labels = data = throughput.make_batch(4, 5, 100)
+    source, target, labels = data = systems.make_batch(4, 5, 100)
     spec = {"warmup": 1, "repeats": 2, "steps": 3}  # 7 steps in all
-    tiled = throughput.keras_inputs({**spec, "backend": "jax"}, data)
+    tiled = systems.keras_inputs({**spec, "backend": "jax"}, data)
     assert tiled["batch_size"] == 4 and tiled["x"]["source_ids"].shape == (28, 5)
     for step in range(7):
         rows = slice(4 * step, 4 * step + 4)
@@ -55,7 +56,7 @@ def test_every_step_gets_the_same_batch_from_tf_data_and_from_the_tiled_jax_arra
         assert (tiled["x"]["target_ids"][rows] == target).all()
         assert (tiled["y"][rows] == labels).all()
     pytest.importorskip("tensorflow")
-    repeated = throughput.keras_inputs({**spec, "backend": "tensorflow"}, data, nested=True)
+    repeated = systems.keras_inputs({**spec, "backend": "tensorflow"}, data, nested=True)
     assert repeated["steps_per_epoch"] == 7
     ((features, batch_labels),) = next(iter(repeated["x"]))
     assert (features["source_ids"].numpy() == source).all()
@@ -76,7 +77,7 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
         optimizers.append(model.optimizer)
         return 1.0
 
-    monkeypatch.setattr(throughput, "time_keras", fake_time_keras)
+    monkeypatch.setattr(systems, "time_keras", fake_time_keras)
     spec = {
         "dims": (1, 32, 64, 4),
         "vocab_size": 100,
@@ -88,9 +89,9 @@ def test_both_keras_sides_train_with_the_papers_adam_ours_fused(monkeypatch):
         "repeats": 1,
         "steps": 1,
     }
-    data = throughput.make_batch(2, 5, 100)
-    throughput.run_ours(spec, data)
-    throughput.run_keras_hub(spec, data)
+    data = systems.make_batch(2, 5, 100)
+    systems.run_ours(spec, data)
+    systems.run_keras_hub(spec, data)
     ours, hub = optimizers
     assert type(ours) is FusedAdam and type(hub) is keras.optimizers.Adam
     for optimizer in (ours, hub):

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.common import best_seconds_each, importable_peers, machine_line, machine_record
+from benchmarks.common import best_milliseconds, importable_peers, machine_line, machine_record
 from keras_transformer.layers import Dropout
 
 PEER_MODULES = {"torch": "torch"}
@@ -64,13 +64,6 @@ def keras_step(layer):
         return tape.gradient(loss, x), y
 
     return step
-
-
-def best_milliseconds(calls, steps, repeats):
-    """`{name: best ms per call}`, the windows of the calls taking turns after `steps` warm-up
-    calls each (tracing, allocation)."""
-    seconds = best_seconds_each(calls, steps, repeats, warmup=steps, wait=np.asarray)
-    return {name: value * 1e3 for name, value in seconds.items()}
 
 
 def kept_fraction_is_plausible(mask_output, rate):
@@ -126,7 +119,7 @@ def main(argv=None):
             calls = {kind: (lambda s=step, x=x: s(x)[0]) for kind, step in steps.items()}
             if "torch" in peers:
                 calls["torch"] = torch_call(shape, rate, dtype)
-            ms = best_milliseconds(calls, args.steps, args.repeats)
+            ms = best_milliseconds(calls, args.steps, args.repeats, wait=np.asarray)
             plausible = kept_fraction_is_plausible(steps["ours"](x)[1], rate)
             row = {kind: round(value, 3) for kind, value in ms.items()}
             row.update(

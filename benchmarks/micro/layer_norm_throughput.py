@@ -14,7 +14,7 @@ Multi30k recipe's 8192 x 128, the parsing `--cpu` recipe's 2048 x 256, `train_th
   with one line when PyTorch is not installed.
 
 Each row is the best of `--repeats` windows of `--steps` calls, the rows' windows taking
-turns (`dropout_throughput.best_milliseconds`). Ours is also checked against Keras's on the
+turns (`common.best_milliseconds`). Ours is also checked against Keras's on the
 same input: the largest difference of the output and of each gradient, relative to the
 largest magnitude of Keras's, goes in the JSON line (`max_relative_difference`). Prints a
 table and last one JSON line.
@@ -31,8 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.common import importable_peers, machine_line, machine_record
-from benchmarks.micro.dropout_throughput import best_milliseconds
+from benchmarks.common import best_milliseconds, importable_peers, machine_line, machine_record
 from keras_transformer.layers import LayerNormalization
 
 PEER_MODULES = {"torch": "torch"}
@@ -149,7 +148,7 @@ def main(argv=None):
             calls = {kind: (lambda s=step, x=x: s(x)[0][0]) for kind, step in steps.items()}
             if "torch" in peers:
                 calls["torch"] = torch_call(shape, dtype)
-            ms = best_milliseconds(calls, args.steps, args.repeats)
+            ms = best_milliseconds(calls, args.steps, args.repeats, wait=np.asarray)
             (ours_grads, ours_y), (keras_grads, keras_y) = steps["ours"](x), steps["keras"](x)
             row = {kind: round(value, 3) for kind, value in ms.items()}
             row.update(

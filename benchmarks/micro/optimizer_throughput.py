@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.common import best_seconds, importable_peers, machine_line, machine_record
-from benchmarks.train_throughput import CONFIGS as THROUGHPUT_CONFIGS
+from benchmarks.train_systems import CONFIGS as THROUGHPUT_CONFIGS
 from keras_transformer import FusedAdam, TransformerConfig, build_model
 
 PEER_MODULES = {"torch": "torch"}

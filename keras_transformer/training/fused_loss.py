@@ -65,28 +65,12 @@ def fused_projection_loss(hidden, embeddings, labels, label_smoothing, pad_id, c
         flat_labels = tf.pad(flat_labels, [[0, padding]], constant_values=pad_id)
 
         def body(i, loss_sum, d_embeddings, d_hidden):
-            rows = tf.range(size)
             chunk_hidden = tf.slice(flat_hidden, [i * size, 0], [size, -1])
             chunk_labels = tf.slice(flat_labels, [i * size], [size])
-            weights = tf.cast(tf.not_equal(chunk_labels, pad_id), tf.float32)[:, None]
-            logits = tf.cast(tf.matmul(chunk_hidden, embeddings, transpose_b=True), tf.float32)
-            peak = tf.reduce_max(logits, axis=-1, keepdims=True)
-            exps = tf.exp(logits - peak)
-            total = tf.reduce_sum(exps, axis=-1, keepdims=True)
-            label_logit = tf.gather(logits, chunk_labels, batch_dims=1)[:, None]
-            # -sum_v q_v z_v + logsumexp(z), as in `losses._smoothed_nll`.
-            token_loss = (
-                peak
-                + tf.math.log(total)
-                - (1.0 - eps) * label_logit
-                - (eps / vocab_size) * tf.reduce_sum(logits, -1, keepdims=True)
+            chunk_loss, d_logits = _chunk_loss(
+                chunk_hidden, chunk_labels, embeddings, eps, vocab_size, pad_id
             )
-            loss_sum += tf.reduce_sum(token_loss * weights)
-            # d loss / d z = softmax(z) - q, zero on pad rows.
-            d_logits = exps * (weights / total) - weights * (eps / vocab_size)
-            label_index = tf.stack([rows, chunk_labels], axis=1)
-            d_logits = tf.tensor_scatter_nd_sub(d_logits, label_index, (1.0 - eps) * weights[:, 0])
-            d_logits = tf.cast(d_logits, hidden.dtype)
+            loss_sum += chunk_loss
             d_hidden = d_hidden.write(i, tf.matmul(d_logits, embeddings))
             d_embeddings += tf.cast(tf.matmul(d_logits, chunk_hidden, transpose_a=True), tf.float32)
             return i + 1, loss_sum, d_embeddings, d_hidden
@@ -112,3 +96,27 @@ def fused_projection_loss(hidden, embeddings, labels, label_smoothing, pad_id, c
         return loss_sum, gradient
 
     return loss_and_gradient(hidden, embeddings)
+
+
+def _chunk_loss(chunk_hidden, chunk_labels, embeddings, eps, vocab_size, pad_id):
+    """The summed loss of one chunk of tokens, and its gradient with respect to the chunk's
+    logits (in `chunk_hidden`'s dtype), from logits that exist only here."""
+    rows = tf.range(tf.shape(chunk_labels)[0])
+    weights = tf.cast(tf.not_equal(chunk_labels, pad_id), tf.float32)[:, None]
+    logits = tf.cast(tf.matmul(chunk_hidden, embeddings, transpose_b=True), tf.float32)
+    peak = tf.reduce_max(logits, axis=-1, keepdims=True)
+    exps = tf.exp(logits - peak)
+    total = tf.reduce_sum(exps, axis=-1, keepdims=True)
+    label_logit = tf.gather(logits, chunk_labels, batch_dims=1)[:, None]
+    # -sum_v q_v z_v + logsumexp(z), as in `losses._smoothed_nll`.
+    token_loss = (
+        peak
+        + tf.math.log(total)
+        - (1.0 - eps) * label_logit
+        - (eps / vocab_size) * tf.reduce_sum(logits, -1, keepdims=True)
+    )
+    # d loss / d z = softmax(z) - q, zero on pad rows.
+    d_logits = exps * (weights / total) - weights * (eps / vocab_size)
+    label_index = tf.stack([rows, chunk_labels], axis=1)
+    d_logits = tf.tensor_scatter_nd_sub(d_logits, label_index, (1.0 - eps) * weights[:, 0])
+    return tf.reduce_sum(token_loss * weights), tf.cast(d_logits, chunk_hidden.dtype)
