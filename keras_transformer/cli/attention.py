@@ -131,7 +131,7 @@ def _output_paths(args):
     return lines, heatmap
 
 
-def run(args):
+def _check_arguments(args):
     if args.cross and args.stack != "decoder":
         raise UserInputError(
             "--cross is the decoder's encoder-decoder attention: add --stack decoder"
@@ -142,6 +142,10 @@ def run(args):
         raise UserInputError(
             "the sentence is empty: give the text to look at as the last argument, in quotes"
         )
+
+
+def run(args):
+    _check_arguments(args)
     lines_path, heatmap_path = _output_paths(args)
 
     import numpy as np
@@ -200,12 +204,7 @@ def run(args):
         keys = _pieces(vocabulary, source_ids if args.cross else target_ids)
     _check_range("--token", args.token, len(queries), "the queries are tokens")
     heads = None if args.head is None else [head - 1 for head in args.head]
-    what = {"encoder": "encoder self-attention", "decoder": "decoder self-attention"}[args.stack]
-    if args.cross:
-        what = "encoder-decoder attention"
-    title = f"{what}, layer {args.layer} of {stack_layers}"
-    if args.head is not None:
-        title += f", head{'s' if len(args.head) > 1 else ''} {', '.join(map(str, args.head))}"
+    title = _title(args, stack_layers)
     draw_attention_lines(
         weights,
         queries,
@@ -219,3 +218,14 @@ def run(args):
     print(f"attention lines (paper figures 3-5): {lines_path}")
     print(f"attention heat map: {heatmap_path}")
     return 0
+
+
+def _title(args, stack_layers):
+    """What the pictures show, e.g. "encoder self-attention, layer 2 of 6, heads 1, 3"."""
+    what = {"encoder": "encoder self-attention", "decoder": "decoder self-attention"}[args.stack]
+    if args.cross:
+        what = "encoder-decoder attention"
+    title = f"{what}, layer {args.layer} of {stack_layers}"
+    if args.head is not None:
+        title += f", head{'s' if len(args.head) > 1 else ''} {', '.join(map(str, args.head))}"
+    return title
