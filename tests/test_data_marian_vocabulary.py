@@ -167,3 +167,45 @@ def test_subword_vocabulary_side_named_methods(tmp_path):
     assert tokenizer.detokenize_target(tf.ragged.constant([ids])).numpy()[0].decode() == (
         vocabulary.decode(ids)
     )
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_pipeline_encodes_each_side_with_its_own_model(shared, tmp_path, cache):
+    """Every pair reaches the batches as the Python vocabulary encodes it (source.spm for the
+    source, target.spm for the target), decoding starts from pad and pad fills the rows."""
+    from keras_transformer.data.corpora import TextPairCorpus
+    from keras_transformer.data.pipeline import TranslationPipeline
+    from tests._marian_vocab_fixtures import SOURCE_TEXT, TARGET_TEXT
+
+    folder, vocabulary, _ = shared
+    sources = [">>deu<< " + line for line in SOURCE_TEXT] + ["Where is ü?"]
+    targets = TARGET_TEXT + ["Wo ist ü?"]
+    (tmp_path / "train.src").write_text("\n".join(sources) + "\n")
+    (tmp_path / "train.tgt").write_text("\n".join(targets) + "\n")
+    pipeline = TranslationPipeline(
+        TextPairCorpus(tmp_path / "train.src", tmp_path / "train.tgt"),
+        folder,  # the run folder: load_vocabulary picks the Marian files
+        token_budget=256,
+        max_length=64,
+        cache_dir=str(tmp_path / "cache") if cache else None,
+    )
+    pad = vocabulary.pad_id
+    rows = []
+    for inputs, labels in pipeline.dataset(shuffle=False).as_numpy_iterator():
+        for row in range(labels.shape[0]):
+            ids = (inputs["source_ids"][row], inputs["target_ids"][row], labels[row])
+            # Rows are padded with pad (the last id, not 0): strip it from the right.
+            rows.append(tuple(tuple(_strip(part.tolist(), pad)) for part in ids))
+    expected = []
+    for source, target in zip(sources, targets):
+        source_ids = vocabulary.encode_source(source)
+        label_ids = vocabulary.encode_target(target)
+        expected.append((tuple(source_ids), tuple([pad] + label_ids[:-1]), tuple(label_ids)))
+    assert sorted(rows) == sorted(expected)
+
+
+def _strip(ids, pad):
+    ids = list(ids)
+    while ids and ids[-1] == pad:
+        ids.pop()
+    return ids
