@@ -42,6 +42,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_transformer.data.marian_vocabulary import FILES as MARIAN_FILES
 from keras_transformer.data.vocabulary import SubwordVocabulary, load_vocabulary
 from keras_transformer.decoding import (
     BeamSearch,
@@ -65,6 +66,12 @@ from keras_transformer.errors import InputWarning, UserInputError
 
 # Run folders are defined (and their models found and loaded) in runs/, which
 # imports without TensorFlow; the names stay importable from here.
+from keras_transformer.runs.decoding import (
+    DECODING_FILE,
+    SETTINGS,
+    run_folder_of,
+    with_decoding_defaults,
+)
 from keras_transformer.runs.models import find_model_files, load_model  # noqa: F401
 
 # The translation-side name of the one vocabulary class, kept for existing callers.
@@ -195,6 +202,10 @@ def compile_search(search_fn, decoder, enabled=True, jit_single=False):
     return lambda *args: jitted([variable.value for variable in variables], *args)
 
 
+# The search settings a run's decoding.json may set (keras_transformer.runs.decoding).
+DECODING_SETTINGS = tuple(SETTINGS.values())
+
+
 # -- the translator -----------------------------------------------------------------------------
 
 
@@ -314,17 +325,22 @@ class Translator:
         Args:
             path: see the module docstring; a list of paths makes an ensemble.
             vocabulary: the `.model` file (or a `SubwordVocabulary`); default: the one the
-                model carries, else `vocab.model` beside it.
+                model carries, else `vocab.model` beside it (an imported model's
+                `source.spm`, `target.spm` and `vocab.json`).
             average_last: average the run's last N checkpoints (paper 6.1: 5 base, 20 big).
             precision: "float32", or "bf16" to decode with the weights cast to bfloat16 (on
                 a CPU with AVX512-BF16 or AMX; `keras_transformer.decoding.precision`).
-            **options: `Translator` arguments (beam_size, alpha, ...).
+            **options: `Translator` arguments (beam_size, alpha, ...); a search setting left
+                out (or None) takes the run's `decoding.json` value where it has one (an
+                imported model's published settings), else `Translator`'s default.
 
         Example:
         >>> translator = Translator.load("runs/ende", beam_size=4, alpha=0.6)
         """
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
         check_precision(precision)  # before the (slow) load
+        given = {name: options.pop(name, None) for name in DECODING_SETTINGS}
+        options.update(with_decoding_defaults(paths[0], given, {}))
         models, found = [], []
         for one_path in paths:
             model, files = load_model(one_path, average_last=average_last)
@@ -362,7 +378,7 @@ class Translator:
             if not text.strip():
                 encoded.append(None)
                 continue
-            ids = list(self.vocabulary.encode(text))
+            ids = self._pieces(text, "source")
             if len(ids) + 1 > self.max_source_length:
                 message = (
                     f"{_input_name(index)} has {len(ids) + 1} tokens (eos included), more "
@@ -437,7 +453,7 @@ class Translator:
             if source is None or not prefix.strip():
                 prefixes.append([])
                 continue
-            ids = list(self.vocabulary.encode(prefix))
+            ids = self._pieces(prefix, "target")
             cap = min(len(source) + self.max_extra_length, self.max_source_length)
             if len(ids) >= cap:
                 raise UserInputError(
@@ -515,7 +531,16 @@ class Translator:
         ids = [int(t) for t in ids[:length]]
         if ids and ids[-1] == self.decoder.eos_id:
             ids = ids[:-1]
-        return self.vocabulary.decode(ids)
+        decode = getattr(self.vocabulary, "decode_target", None) or self.vocabulary.decode
+        return decode(ids)
+
+    def _pieces(self, text, side):
+        """The ids of one text's pieces (no eos), by the vocabulary's model for `side`
+        ("source" or "target"): an imported model's vocabulary has one per side."""
+        encode = getattr(self.vocabulary, f"encode_{side}", None)
+        if encode is None:  # a stand-in with encode/decode only
+            return list(self.vocabulary.encode(text))
+        return list(encode(text, add_eos=False))
 
     def translate(self, texts, num_hypotheses=None, return_alignments=False, target_prefix=None):
         """Translates a list of strings (or one string).
@@ -640,7 +665,7 @@ class Translator:
                 raise TypeError(
                     f"{_target_name(index)} is {type(text).__name__}, not str: {text!r:.60}"
                 )
-            ids = list(self.vocabulary.encode(text)) + [self.decoder.eos_id]
+            ids = self._pieces(text, "target") + [self.decoder.eos_id]
             if len(ids) > self.max_source_length:
                 raise UserInputError(
                     f"{_target_name(index)} has {len(ids)} tokens (eos included), more than the "
@@ -695,9 +720,9 @@ def translate(
     texts,
     model,
     vocabulary=None,
-    beam_size=4,
-    alpha=0.6,
-    max_extra_length=50,
+    beam_size=None,
+    alpha=None,
+    max_extra_length=None,
     num_hypotheses=1,
     target_prefix=None,
     **options,
@@ -710,7 +735,9 @@ def translate(
             `Transformer` (then `vocabulary` is required).
         vocabulary: the SentencePiece `.model` (default: `vocab.model` beside the model).
         beam_size, alpha, max_extra_length, num_hypotheses: the search (ignored when `model`
-            is a `Translator`, which has its own settings, except `num_hypotheses`).
+            is a `Translator`, which has its own settings, except `num_hypotheses`); left
+            out, the run's `decoding.json` settings where a path's run has them, else the
+            paper's (beam 4, alpha 0.6, max_extra_length 50).
         target_prefix: one string per text that its translation must start with ("" for
             none), as `Translator.translate`.
         **options: other `Translator` arguments (`batch_size`, `batch_tokens`, ...).
@@ -730,10 +757,9 @@ def translate(
     if isinstance(model, Translator):
         translator = model
     else:
+        search = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
         settings = dict(
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
+            {name: value for name, value in search.items() if value is not None},
             num_hypotheses=max(num_hypotheses, 1),
             **options,
         )
@@ -786,8 +812,12 @@ def _load_key(path, vocabulary, settings):
     files = find_model_files(path)
     model_file = files["model"] + (".index" if files["kind"] == "checkpoint" else "")
     stamps = []
-    for name in (model_file, files["config"], files["vocabulary"], vocabulary):
-        if name is not None:
+    names = [model_file, files["config"], files["vocabulary"], vocabulary]
+    names.append(os.path.join(run_folder_of(path), DECODING_FILE))
+    if files["vocabulary"] is not None and os.path.isdir(files["vocabulary"]):
+        names += [os.path.join(files["vocabulary"], name) for name in MARIAN_FILES]
+    for name in names:
+        if name is not None and os.path.isfile(name):
             status = os.stat(name)
             stamps.append((os.path.abspath(name), status.st_size, status.st_mtime_ns))
     return tuple(stamps), frozen

@@ -93,18 +93,25 @@ def add_model_arguments(parser):
     )
     add = recording_adder(parser.add_argument_group("search"), actions)
     add("--search", choices=("beam", "greedy", "sample"), default="beam")
-    add("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
+    add(
+        "--beam-size",
+        type=int,
+        default=None,
+        help="default: the run's decoding.json (an imported model's), else 4 (paper 6.1)",
+    )
     add(
         "--alpha",
         type=float,
-        default=0.6,
-        help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 (paper 6.1)",
+        default=None,
+        help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: the run's "
+        "decoding.json, else 0.6 (paper 6.1)",
     )
     add(
         "--max-extra-length",
         type=int,
-        default=50,
-        help="output length cap = input length + this, in [0, 65536]; default: 50 (paper 6.1)",
+        default=None,
+        help="output length cap = input length + this, in [0, 65536]; default: the run's "
+        "decoding.json, else 50 (paper 6.1)",
     )
     add("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
     add("--temperature", type=float, default=1.0, help="sampling temperature")
@@ -148,17 +155,30 @@ def add_model_arguments(parser):
     return {action.dest: action for action in actions}
 
 
+# The paper's search (6.1), for runs whose decoding.json (an imported model's) sets none.
+PAPER_SEARCH = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 50}
+
+
+def search_settings(args, model_path):
+    """The search flags given, the others from the run's decoding.json, else the paper's."""
+    from keras_transformer.runs.decoding import with_decoding_defaults
+
+    given = {name: getattr(args, name, None) for name in PAPER_SEARCH}
+    if hasattr(args, "length_penalty"):
+        given["length_penalty"] = args.length_penalty
+    return with_decoding_defaults(model_path, given, PAPER_SEARCH)
+
+
 def translator_from_args(args, num_hypotheses=1):
     from keras_transformer.decoding.settings import check_decoding_settings
     from keras_transformer.translation import Translator
 
     if args.batch_size < 1:
         raise UserInputError("--batch-size must be at least 1")
+    search = search_settings(args, args.model[0])
     # The ranges of translate() and the SavedModel, named by their flags.
     check_decoding_settings(
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
+        **search,
         num_hypotheses=num_hypotheses,
         top_p=args.top_p,
         batch_tokens=args.batch_tokens,
@@ -182,9 +202,7 @@ def translator_from_args(args, num_hypotheses=1):
         vocabulary=args.vocab,
         average_last=args.average_last,
         precision=args.precision,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
+        **search,
         num_hypotheses=num_hypotheses,
         search=args.search,
         top_k=args.top_k,

@@ -191,7 +191,7 @@ class MarianVocabulary:
 
     def write(self, folder) -> None:
         """Writes the vocabulary's files into `folder` (each written beside and renamed)."""
-        from keras_transformer.training.output_dir import atomic_write
+        from keras_transformer.files import atomic_write
 
         for name, content in self.files().items():
             with atomic_write(os.path.join(folder, name), "wb") as file:

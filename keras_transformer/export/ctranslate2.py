@@ -97,8 +97,9 @@ def check_exportable(model):
 
 
 def vocabulary_tokens(vocabulary):
-    """The SentencePiece pieces in id order: CTranslate2's source and target vocabulary."""
-    processor = vocabulary.processor
+    """The pieces in id order: CTranslate2's source and target vocabulary (an imported
+    model's: its `vocab.json` table, whose language tokens such as `>>deu<<` are tokens)."""
+    processor = getattr(vocabulary, "processor", vocabulary)
     return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
@@ -205,8 +206,8 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
 
     Args:
         model: a `keras_transformer.Transformer`.
-        tokens: the vocabulary, one string per id (`vocabulary_tokens(vocabulary)`); ids 1, 2
-            and 3 are unk, bos and eos.
+        tokens: the vocabulary, one string per id (`vocabulary_tokens(vocabulary)`); the
+            config's `unk_id`, `bos_id` and `eos_id` name its special tokens.
         add_source_eos: whether CTranslate2 appends eos to each source itself (our models
             are trained on eos-terminated sources).
 
@@ -232,7 +233,7 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         transformer_spec.TransformerDecoderSpec(config.num_layers, **shape),
     )
     spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
-    spec.config.unk_token = tokens[1]
+    spec.config.unk_token = tokens[getattr(config, "unk_id", 1)]
     spec.config.bos_token = spec.config.decoder_start_token = tokens[config.bos_id]
     spec.config.eos_token = tokens[config.eos_id]
     spec.config.add_source_eos = add_source_eos
@@ -339,7 +340,8 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
 
     The directory holds `model.bin`, `config.json` (with `add_source_eos`, so that callers
     pass the SentencePiece pieces alone), `shared_vocabulary.json` and the SentencePiece
-    model as `sentencepiece.model`. It is written beside `output_dir` and renamed into
+    model as `sentencepiece.model` (an imported model's: `source.spm` to cut sources and
+    `target.spm`, `vocab.json` as imported). It is written beside `output_dir` and renamed into
     place, so a failed export leaves no half-written model.
 
     Args:
@@ -350,8 +352,9 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
             "bfloat16", "float32"); None keeps float32.
         overwrite: replace an existing CTranslate2 model directory at `output_dir`.
         vocabulary: the SentencePiece vocabulary the model was trained with (a
-            `SubwordVocabulary`, a `.model` path or a keras-hub tokenizer); default: the one
-            the model carries (`model.tokenizer`, saved in `.keras` files).
+            `SubwordVocabulary`, a `.model` path or a keras-hub tokenizer, or an imported
+            model's `MarianVocabulary` or run folder); default: the one the model carries
+            (`model.tokenizer`, saved in `.keras` files).
 
     Example:
         >>> model, files = load_model("runs/ende")  # doctest: +SKIP
@@ -379,5 +382,9 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
     spec.optimize(quantization=quantization)
     with _directory_beside(output_dir) as staging:
         spec.save(str(staging))
-        (staging / SENTENCEPIECE_FILE).write_bytes(vocabulary.model_proto)
+        files = getattr(vocabulary, "files", None)
+        for name, content in (
+            files().items() if files else [(SENTENCEPIECE_FILE, vocabulary.model_proto)]
+        ):
+            (staging / name).write_bytes(content)
     return output_dir

@@ -15,7 +15,7 @@ class ServingFunctions:
 
     Args:
         model: a `Transformer`.
-        vocabulary: its `SubwordVocabulary`.
+        vocabulary: its `SubwordVocabulary`, or an imported model's `MarianVocabulary`.
         max_beam_size: the widest beam compiled into the graph.
         beam_size, alpha, max_extra_length: defaults of the per-request settings.
     """
@@ -30,8 +30,10 @@ class ServingFunctions:
             max_extra_length=tf.constant(max_extra_length, tf.int32),
             num_hypotheses=tf.constant(1, tf.int32),
         )
-        # A tf.Module whose SentencePiece resource the archive tracks and saves.
-        self.tokenizer = vocabulary.make_tokenizer()
+        # Each side's tokenization (one SentencePiece model, or OPUS-MT's two and id tables).
+        self.sides = vocabulary.make_graph_tokenizer()
+        # The tf.Module whose SentencePiece resources (and tables) the archive tracks and saves.
+        self.tokenizer = getattr(self.sides, "tokenizer", self.sides)
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class ServingFunctions:
         Sources longer than the model's `max_length` are truncated (keeping room for eos),
         as `translate()` does.
         """
-        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
+        pieces = self.sides.tokenize_source(text)[:, : self.config.max_length - 1]
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return with_eos.to_tensor(default_value=self.config.pad_id)
@@ -208,13 +210,13 @@ class ServingFunctions:
     def encode_prefix(self, text):
         """`[batch]` strings -> `[batch, length]` target prefix ids: pieces, then pad (no eos);
         "" gives a row of pads, no prefix. A prefix is cut at the output length cap."""
-        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
+        pieces = self.sides.tokenize_target(text)[:, : self.config.max_length - 1]
         return pieces.to_tensor(default_value=self.config.pad_id)
 
     def encode_target(self, text):
         """`[batch]` strings -> `[batch, length]` labels: pieces, eos, then pad; a target of
         more than `max_length` tokens (eos included) fails with InvalidArgument."""
-        pieces = self.tokenizer.tokenize(text)
+        pieces = self.sides.tokenize_target(text)
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         lengths = with_eos.row_lengths()
@@ -237,7 +239,7 @@ class ServingFunctions:
         shape = tf.shape(ids)
         flat = tf.reshape(ids, [tf.reduce_prod(shape[:-1]), shape[-1]])  # no -1: rows may be 0
         flat = tf.where(flat == self.config.eos_id, self.config.pad_id, flat)
-        text = self.tokenizer.detokenize(
+        text = self.sides.detokenize_target(
             tf.RaggedTensor.from_tensor(flat, padding=self.config.pad_id)
         )
         return tf.reshape(text, shape[:-1])

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.data.marian_vocabulary import MarianVocabulary, is_marian_folder
 from keras_transformer.errors import UserInputError
 from keras_transformer.files import atomic_write
 from keras_transformer.model import build_model
@@ -30,6 +31,7 @@ from keras_transformer.runs.checkpoints import (
     has_data_iterator,
     list_checkpoints,
 )
+from keras_transformer.runs.decoding import DECODING_FILE
 from keras_transformer.runs.layout import OutputDir
 from keras_transformer.runs.models import atomic_save_model
 from keras_transformer.schedules import build_optimizer
@@ -201,8 +203,11 @@ def _train(config, run, start, callbacks, init=None):
     # Outside the strategy scope: one host variable, written by a callback between updates.
     train_seconds = keras.Variable(0.0, dtype="float64", trainable=False, name="train_seconds")
 
-    vocabulary = _prepare_vocabulary(config, run, chief)
-    model_config = config.transformer_config(vocab_size=vocabulary.size)
+    vocabulary = _prepare_vocabulary(config, run, chief, init)
+    if isinstance(vocabulary, MarianVocabulary):  # an imported model, or a run tuning one
+        model_config = _imported_model_config(config, init["model_config"] if init else run)
+    else:
+        model_config = config.transformer_config(vocab_size=vocabulary.size)
     _check_run_model(model_config, run)
     if init is not None:
         _check_init_model(model_config, init)
@@ -510,7 +515,8 @@ def _dev_bleu_callback(config, run, chief):
     return DevBleu(
         sources,
         references,
-        run.vocabulary,
+        # An imported model's vocabulary is several files: the run folder designates them.
+        run.path if is_marian_folder(run.path) else run.vocabulary,
         beam_size=settings.beam_size,
         alpha=settings.alpha,
         patience=settings.patience,
@@ -549,12 +555,25 @@ def _corpora(files):
     return corpora
 
 
-def _prepare_vocabulary(config, run, chief):
+def _prepare_vocabulary(config, run, chief, init=None):
     """The run's vocabulary: the given `.model` (copied into the run), the run's own from an
-    earlier start, or one trained now on the training corpora."""
+    earlier start, or one trained now on the training corpora; for a run tuning an imported
+    model, that model's `MarianVocabulary` (its files and decoding.json copied into the run)."""
     from keras_transformer import data
 
     settings = config.data
+    if settings.vocab is None and init is not None and init.get("imported"):
+        vocabulary = MarianVocabulary.from_folder(init["run"])
+        if chief:
+            vocabulary.write(run.path)
+            decoding = os.path.join(init["run"], DECODING_FILE)
+            if os.path.isfile(decoding):
+                with atomic_write(os.path.join(run.path, DECODING_FILE), "wb") as file:
+                    with open(decoding, "rb") as original:
+                        file.write(original.read())
+        return vocabulary
+    if settings.vocab is None and is_marian_folder(run.path):
+        return MarianVocabulary.from_folder(run.path)
     if settings.vocab is not None:
         if chief:
             if not os.path.exists(run.vocabulary):
@@ -613,6 +632,19 @@ def _resolve_init(config):
         raise UserInputError(
             f"{key} {source.path!r} is not a folder; give the output_dir of a trained run"
         )
+    imported = not os.path.isfile(source.vocabulary) and is_marian_folder(source.path)
+    if imported:
+        if config.data.vocab is not None:
+            raise UserInputError(
+                f"data.vocab {config.data.vocab!r}: {key} {source.path!r} is an imported model, "
+                "whose vocabulary (source.spm, target.spm, vocab.json) the fine-tuned run "
+                "keeps; remove data.vocab"
+            )
+        if not os.path.isfile(source.model_config):
+            raise UserInputError(
+                f"{key} {source.path!r} has no config.json; import the model again"
+            )
+        return config, dict(_init_weights(source), imported=True)
     for path in (source.model_config, source.vocabulary):
         if not os.path.isfile(path):
             raise UserInputError(
@@ -665,6 +697,29 @@ def _check_same_pieces(vocab, source_vocab):
             "of init_from: a fine-tuned model keeps the ids it was trained with; remove "
             "data.vocab (the run's own vocabulary is used) or start from another run"
         )
+
+
+def _imported_model_config(config, source):
+    """The model of a run tuning an imported model: `source`'s config.json (`init_from`'s, or
+    the run's own on a resume), with the config's dropout and label smoothing.
+
+    Raises:
+        UserInputError: when the config's model section sets any other field: the
+            architecture is the imported model's.
+    """
+    path = source.model_config if isinstance(source, OutputDir) else source
+    with open(path, encoding="utf-8") as file:
+        existing = TransformerConfig.from_dict(json.load(file))
+    overrides = {k: v for k, v in config.model.items() if k != "preset"}
+    fixed = sorted(k for k in overrides if k not in TRAINING_ONLY_FIELDS)
+    if fixed or config.model.get("preset", "base") != "base":
+        named = ", ".join(f"model.{k}" for k in fixed or ["preset"])
+        raise UserInputError(
+            f"{named}: the model of a run tuning an imported model is that model's "
+            f"({path}); leave the model section out, or set only "
+            f"{', '.join(TRAINING_ONLY_FIELDS)}"
+        )
+    return dataclasses.replace(existing, **overrides)
 
 
 def _check_init_model(model_config, init):
