@@ -51,15 +51,17 @@ class TransformerEncoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.relu_dropout = relu_dropout
-        self.norm_position = norm_position
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_args = dict(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            norm_position=norm_position,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
         policy = self.dtype_policy
         self.self_attention = MultiHeadAttention(
             num_heads,
@@ -108,18 +110,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         return x_shape
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "d_ff": self.d_ff,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "relu_dropout": self.relu_dropout,
-            "norm_position": self.norm_position,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
+        return {**super().get_config(), **self.layer_args}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
