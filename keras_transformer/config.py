@@ -27,6 +27,9 @@ from typing import Literal
 
 from keras_transformer.errors import UserInputError
 
+# Feed-forward activations (Keras names): the paper's, and those of OPUS-MT and BERT-like models.
+ACTIVATIONS = ("relu", "swish", "gelu")
+
 # Fixed ids shared by the vocabulary, the data pipeline, the model and decoding.
 PAD_ID = 0
 UNK_ID = 1
@@ -60,9 +63,11 @@ class TransformerConfig:
         norm_position: "post" is the paper's LayerNorm(x + Dropout(Sublayer(x))) (5.4);
             "pre" is x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm per stack.
         attention_dropout: dropout on attention weights (not in the paper: default 0).
-        relu_dropout: dropout after the feed-forward ReLU (not in the paper: default 0).
+        relu_dropout: dropout after the feed-forward activation (not in the paper: default 0).
         layer_norm_epsilon: epsilon of every LayerNorm (the paper does not state it; 1e-6 as in
             tensor2tensor).
+        activation: the feed-forward network's inner activation: "relu" (3.3, the paper),
+            "swish" (x * sigmoid(x), also called SiLU) or "gelu" (the exact, erf form).
         pad_id: the padding token's id, fixed in the vocabulary (0).
         bos_id: the beginning-of-sentence token's id, which starts every decoder input (2).
         eos_id: the end-of-sentence token's id, which ends every sequence (3).
@@ -84,6 +89,7 @@ class TransformerConfig:
     attention_dropout: float = 0.0
     relu_dropout: float = 0.0
     layer_norm_epsilon: float = 1e-6
+    activation: Literal["relu", "swish", "gelu"] = "relu"
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -210,6 +216,7 @@ def _validate(config):
         "positional": ("sinusoidal", "learned"),
         "shared_embeddings": ("all", "target", "none"),
         "norm_position": ("post", "pre"),
+        "activation": ACTIVATIONS,
     }
     for field, allowed in choices.items():
         if getattr(config, field) not in allowed:

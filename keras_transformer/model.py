@@ -62,6 +62,7 @@ class Transformer(keras.Model):
             relu_dropout=config.relu_dropout,
             norm_position=config.norm_position,
             layer_norm_epsilon=config.layer_norm_epsilon,
+            activation=config.activation,
             positional=config.positional,
             max_length=config.max_length,
             dtype=dtype,

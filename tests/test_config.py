@@ -72,6 +72,8 @@ def test_bad_values_give_clear_errors():
         TransformerConfig(d_model=30, num_heads=4)
     with pytest.raises(UserInputError, match="norm_position"):
         TransformerConfig(norm_position="middle")
+    with pytest.raises(UserInputError, match=r"activation='tanh'.*relu.*swish.*gelu"):
+        TransformerConfig(activation="tanh")
 
 
 def test_a_preset_under_new_dims_keeps_d_k_and_d_v_at_d_model_over_h():

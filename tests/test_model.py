@@ -76,6 +76,7 @@ def test_one_embedding_matrix_is_shared_by_source_target_and_softmax():
         {"positional": "learned"},
         {"norm_position": "pre"},
         {"key_dim": 5, "value_dim": 3, "num_heads": 2},
+        {"activation": "gelu"},
     ],
 )
 def test_parameter_count_formula_matches_the_built_model(changes):
@@ -119,13 +120,18 @@ def test_tiny_model_overfits_a_fixed_batch_to_full_token_accuracy():
 
 def test_keras_file_round_trip_gives_identical_logits(tmp_path):
     rng = np.random.default_rng(3)
-    config = TINY.replace(positional="learned", shared_embeddings="target", key_dim=6)
+    config = TINY.replace(
+        positional="learned", shared_embeddings="target", key_dim=6, activation="swish"
+    )
     model = kt.build_model(config)
     source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, kt.Transformer) and loaded.config == config
+    feed_forwards = [layer.feed_forward for layer in loaded.decoder.transformer_layers]
+    feed_forwards += [layer.feed_forward for layer in loaded.encoder.transformer_layers]
+    assert {layer.activation for layer in feed_forwards} == {"swish"}
     np.testing.assert_array_equal(_logits(loaded, source, target), _logits(model, source, target))
 
 
@@ -140,6 +146,17 @@ def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_pat
     loaded = keras.saving.load_model(tmp_path / "mixed.keras")
     assert loaded.decoder.transformer_layers[0].feed_forward.compute_dtype == "bfloat16"
     assert loaded.decoder.transformer_layers[0].feed_forward.variable_dtype == "float32"
+
+
+def test_the_activation_reaches_every_feed_forward_and_changes_the_logits():
+    rng = np.random.default_rng(4)
+    source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
+    relu = kt.build_model(TINY)
+    gelu = kt.build_model(TINY.replace(activation="gelu"))
+    gelu.set_weights(relu.get_weights())
+    layers = [*gelu.encoder.transformer_layers, *gelu.decoder.transformer_layers]
+    assert {layer.feed_forward.inner_dense.activation.__name__ for layer in layers} == {"gelu"}
+    assert not np.allclose(_logits(gelu, source, target), _logits(relu, source, target))
 
 
 def test_every_layer_is_built_after_build_model():

@@ -26,6 +26,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         attention_dropout, relu_dropout: optional extra dropouts (default 0, as the paper).
         norm_position: "post" (paper) or "pre".
         layer_norm_epsilon: LayerNorm epsilon.
+        activation: the feed-forward activation: "relu" (paper), "swish" or "gelu".
 
     Call args:
         x: `[batch, length, d_model]`.
@@ -48,6 +49,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         relu_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        activation="relu",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -61,6 +63,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
             relu_dropout=relu_dropout,
             norm_position=norm_position,
             layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
         )
         policy = self.dtype_policy
         self.self_attention = MultiHeadAttention(
@@ -75,7 +78,11 @@ class TransformerEncoderLayer(keras.layers.Layer):
             dropout, norm_position, layer_norm_epsilon, dtype=policy, name="self_attention_residual"
         )
         self.feed_forward = PositionwiseFeedForward(
-            d_ff, relu_dropout=relu_dropout, dtype=policy, name="feed_forward"
+            d_ff,
+            relu_dropout=relu_dropout,
+            activation=activation,
+            dtype=policy,
+            name="feed_forward",
         )
         self.feed_forward_residual = ResidualConnection(
             dropout, norm_position, layer_norm_epsilon, dtype=policy, name="feed_forward_residual"
