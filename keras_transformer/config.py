@@ -68,6 +68,8 @@ class TransformerConfig:
             tensor2tensor).
         activation: the feed-forward network's inner activation: "relu" (3.3, the paper),
             "swish" (x * sigmoid(x), also called SiLU) or "gelu" (the exact, erf form).
+        output_bias: add a trainable bias, one value per vocabulary entry, to the output logits
+            (not in the paper; Marian's and OPUS-MT's `final_logits_bias`).
         pad_id: the padding token's id, fixed in the vocabulary (0).
         bos_id: the beginning-of-sentence token's id, which starts every decoder input (2).
         eos_id: the end-of-sentence token's id, which ends every sequence (3).
@@ -90,6 +92,7 @@ class TransformerConfig:
     relu_dropout: float = 0.0
     layer_norm_epsilon: float = 1e-6
     activation: Literal["relu", "swish", "gelu"] = "relu"
+    output_bias: bool = False
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -171,7 +174,8 @@ class TransformerConfig:
         Per attention block: Q, K projections d_model x h*d_k, V projection d_model x h*d_v,
         output projection h*d_v x d_model, each with a bias. Feed-forward: two dense layers
         with biases. LayerNorm: gamma and beta. The embedding matrix is vocab x d_model, once
-        per untied use; learned positions add max_length x d_model to each stack.
+        per untied use; learned positions add max_length x d_model to each stack; the output
+        bias adds vocab_size.
         """
         d, h = self.d_model, self.num_heads
         attention = (d * h * self.key_dim + h * self.key_dim) * 2
@@ -183,6 +187,8 @@ class TransformerConfig:
         decoder_layer = 2 * attention + feed_forward + 3 * norm
         total = self.num_layers * (encoder_layer + decoder_layer)
         embedding = self.vocab_size * d
+        if self.output_bias:
+            total += self.vocab_size
         total += {"all": 1, "target": 2, "none": 3}[self.shared_embeddings] * embedding
         if self.positional == "learned":
             total += 2 * self.max_length * d  # one table for the encoder, one for the decoder
@@ -212,6 +218,8 @@ def _validate(config):
         value = getattr(config, field)
         if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             fail(field, "must be a number in [0, 1)")
+    if not isinstance(config.output_bias, bool):
+        fail("output_bias", "must be true or false")
     choices = {
         "positional": ("sinusoidal", "learned"),
         "shared_embeddings": ("all", "target", "none"),

@@ -9,13 +9,15 @@ from keras_transformer.decoding.incremental import NEG_INF, cache_lengths, forbi
 from tests._decoding_fixtures import BOS, EOS, MarkovDecoder, full_log_probs, tiny_model
 
 
-@pytest.mark.parametrize("norm_position", ["post", "pre"])
-def test_cached_steps_match_full_recomputation(norm_position):
+@pytest.mark.parametrize("changes", [{}, {"norm_position": "pre"}, {"output_bias": True}])
+def test_cached_steps_match_full_recomputation(changes):
     model = tiny_model(vocab_size=13, max_length=12, seed=3, num_layers=2)
-    if norm_position == "pre":
-        from keras_transformer import TransformerConfig, build_model
+    if changes:
+        from keras_transformer import build_model
 
-        model = build_model(TransformerConfig(**{**model.config.to_dict(), "norm_position": "pre"}))
+        model = build_model(model.config.replace(**changes))
+    if model.output_bias is not None:  # zeros at first: make it matter
+        model.output_bias.assign(3.0 * np.random.default_rng(1).normal(size=13))
     decoder = IncrementalDecoder(model)
     rng = np.random.default_rng(0)
     source_ids = np.array([[5, 6, 7, 8, EOS], [9, 10, EOS, 0, 0]], "int32")
