@@ -70,9 +70,13 @@ class TransformerConfig:
             "swish" (x * sigmoid(x), also called SiLU) or "gelu" (the exact, erf form).
         output_bias: add a trainable bias, one value per vocabulary entry, to the output logits
             (not in the paper; Marian's and OPUS-MT's `final_logits_bias`).
-        pad_id: the padding token's id, fixed in the vocabulary (0).
-        bos_id: the beginning-of-sentence token's id, which starts every decoder input (2).
-        eos_id: the end-of-sentence token's id, which ends every sequence (3).
+        pad_id: the padding token's id (0 in the project's vocabularies).
+        bos_id: the token that starts every decoder input (2). It may equal `pad_id`, as in
+            OPUS-MT models, which start decoding from pad: the decoder never masks its input
+            by pad (its self-attention is causal only).
+        eos_id: the end-of-sentence token's id, which ends every sequence (3); it must differ
+            from `pad_id` and `bos_id`.
+        unk_id: the unknown token's id (1), for vocabularies that map unseen pieces to it.
     """
 
     vocab_size: int = 37000
@@ -96,6 +100,7 @@ class TransformerConfig:
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
 
     def __post_init__(self):
         _validate(self)
@@ -229,9 +234,16 @@ def _validate(config):
     for field, allowed in choices.items():
         if getattr(config, field) not in allowed:
             fail(field, f"must be one of {allowed}")
-    ids = (config.pad_id, config.bos_id, config.eos_id)
-    if len(set(ids)) != 3 or min(ids) < 0 or max(ids) >= config.vocab_size:
-        fail("vocab_size", f"pad/bos/eos ids {ids} must be distinct and below vocab_size")
+    for field in ("pad_id", "bos_id", "eos_id", "unk_id"):
+        value = getattr(config, field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail(field, "must be a non-negative integer")
+        if value >= config.vocab_size:
+            fail(field, f"must be below vocab_size={config.vocab_size}")
+    # Decoding stops at eos and forbids pad and bos: eos must be neither.
+    for field in ("pad_id", "bos_id"):
+        if getattr(config, field) == config.eos_id:
+            fail("eos_id", f"must differ from {field}={getattr(config, field)}")
 
 
 # -- presets -----------------------------------------------------------------------------------
