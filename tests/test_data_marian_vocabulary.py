@@ -209,3 +209,28 @@ def _strip(ids, pad):
     while ids and ids[-1] == pad:
         ids.pop()
     return ids
+
+
+def test_graph_tokenizer_sides_stay_apart_in_a_loaded_saved_model(shared, tmp_path):
+    """Both SentencePiece models in one SavedModel, each side loaded back with its own."""
+    _, vocabulary, _ = shared
+    module = tf.Module()
+    module.tokenizer = vocabulary.make_graph_tokenizer()
+    spec = [tf.TensorSpec([None], tf.string)]
+    module.source = tf.function(
+        lambda t: module.tokenizer.tokenize_source(t).to_tensor(-1), input_signature=spec
+    )
+    module.target = tf.function(
+        lambda t: module.tokenizer.tokenize_target(t).to_tensor(-1), input_signature=spec
+    )
+    tf.saved_model.save(module, str(tmp_path / "tokenizer"))
+    loaded = tf.saved_model.load(str(tmp_path / "tokenizer"))
+    texts = TEXTS[:3]
+    for side, encode in (
+        ("source", vocabulary.encode_source),
+        ("target", vocabulary.encode_target),
+    ):
+        rows = getattr(loaded, side)(tf.constant(texts)).numpy().tolist()
+        assert [[i for i in row if i >= 0] for row in rows] == [
+            encode(t, add_eos=False) for t in texts
+        ]

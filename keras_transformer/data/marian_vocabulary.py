@@ -372,11 +372,13 @@ def _graph_tokenizer_class():
     class _MarianGraphTokenizer(tf.Module):
         def __init__(self, vocabulary):
             super().__init__(name="marian_tokenizer")
+            # Named apart: the SentencePiece op's resource is shared by node name, so two
+            # unnamed ones become one (the last loaded) in a loaded SavedModel.
             self.source_spm = tensorflow_text.SentencepieceTokenizer(
-                model=vocabulary.source_proto, out_type=tf.string
+                model=vocabulary.source_proto, out_type=tf.string, name="source_spm"
             )
             self.target_spm = tensorflow_text.SentencepieceTokenizer(
-                model=vocabulary.target_proto, out_type=tf.string
+                model=vocabulary.target_proto, out_type=tf.string, name="target_spm"
             )
             self.source_lookup = _lookup_table(vocabulary.source_table)
             self.target_lookup = _lookup_table(vocabulary.target_table)

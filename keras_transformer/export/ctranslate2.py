@@ -84,16 +84,23 @@ def check_exportable(model):
             f"only a keras_transformer Transformer exports to CTranslate2, got "
             f"{type(model).__name__} (an ensemble exports one model at a time)"
         )
+    expected = _KERAS_ACTIVATIONS[getattr(config, "activation", "relu")]
     for stack in (model.encoder, model.decoder):
         for layer in stack.transformer_layers:
             activation = layer.feed_forward.inner_dense.activation
-            if activation is not keras.activations.relu:
+            if activation is not getattr(keras.activations, expected):
                 raise UserInputError(
                     f"{stack.name}/{layer.name}/feed_forward has the activation "
                     f"{getattr(activation, '__name__', activation)!r}: the CTranslate2 export "
-                    "writes ReLU feed-forward layers (the paper's) only"
+                    "writes the config's activation (relu, swish or gelu) only"
                 )
     return config
+
+
+# The config's activation -> the Keras function its layers use and CTranslate2's name for it
+# (`common_spec.Activation`; "GELU" is the exact, erf form).
+_KERAS_ACTIVATIONS = {"relu": "relu", "swish": "silu", "gelu": "gelu"}
+_CT2_ACTIVATIONS = {"relu": "RELU", "swish": "SWISH", "gelu": "GELU"}
 
 
 def vocabulary_tokens(vocabulary):
@@ -215,7 +222,7 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         The spec: `spec.optimize(quantization)` then `spec.save(directory)` writes it.
     """
     ctranslate2 = import_ctranslate2()
-    from ctranslate2.specs import transformer_spec
+    from ctranslate2.specs import common_spec, transformer_spec
 
     config = check_exportable(model)
     if len(tokens) != config.vocab_size:
@@ -227,7 +234,10 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
     converter = _Converter(config)
     pre_norm = config.norm_position == "pre"
     head_dim = None if converter.width * config.num_heads == config.d_model else converter.width
-    shape = dict(num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    activation = getattr(common_spec.Activation, _CT2_ACTIVATIONS[config.activation])
+    shape = dict(
+        num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim, activation=activation
+    )
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(config.num_layers, **shape),
         transformer_spec.TransformerDecoderSpec(config.num_layers, **shape),
@@ -264,6 +274,8 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         converter.feed_forward(target.ffn, layer)
     spec.decoder.projection.weight = _array(model.output_projection.embeddings)
     bias = np.zeros((config.vocab_size,), "float32")
+    if getattr(model, "output_bias", None) is not None:  # Marian's final_logits_bias
+        bias += _array(model.output_bias)
     bias[[config.pad_id, config.bos_id]] = FORBIDDEN_LOGIT
     spec.decoder.projection.bias = bias
     spec.register_source_vocabulary(list(tokens))
