@@ -28,6 +28,7 @@ SAVED_MODEL_OPTIONS = {
     "beam_size": None,
     "alpha": None,
     "max_extra_length": None,
+    "length_penalty": None,
     "precision": "float32",
 }
 # The request defaults of a run without decoding.json (an imported model's has its own).
@@ -35,6 +36,7 @@ PAPER_SEARCH = {
     "beam_size": DEFAULT_BEAM_SIZE,
     "alpha": DEFAULT_ALPHA,
     "max_extra_length": DEFAULT_MAX_EXTRA_LENGTH,
+    "length_penalty": "gnmt",
 }
 CTRANSLATE2_OPTIONS = {"output": None, "quantization": None, "overwrite": False}
 
@@ -109,6 +111,13 @@ def add_arguments(parser):
         f"decoding.json, else {DEFAULT_MAX_EXTRA_LENGTH}, paper 6.1)",
     )
     parser.add_argument(
+        "--length-penalty",
+        choices=("gnmt", "power"),
+        default=None,
+        help="default length penalty form of requests: gnmt, ((5+|Y|)/6)^alpha (paper 6.1), "
+        "or power, |Y|^alpha (OPUS-MT); default: the run's decoding.json, else gnmt",
+    )
+    parser.add_argument(
         "--precision",
         # No argparse choices: check_precision's error points int8 to the CTranslate2 export.
         metavar="{float32,bf16}",
@@ -178,8 +187,6 @@ def _search_defaults(args):
     from keras_transformer.runs.decoding import with_decoding_defaults
 
     given = {name: getattr(args, name) for name in PAPER_SEARCH}
-    if hasattr(args, "length_penalty"):
-        given["length_penalty"] = args.length_penalty
     return with_decoding_defaults(args.model, given, PAPER_SEARCH)
 
 
