@@ -1,10 +1,20 @@
 """The few private Keras attributes the project needs, each behind one function.
 
 Keras 3 has no public API for these: a recursive list of a layer's sublayers, a layer's own
-seed generators, a built Adam's slot variables for one variable, and a hook to skip `fit`'s
-symbolic build. Keeping them here means a Keras upgrade that renames one breaks
-`tests/test_keras_internals.py` with a message naming it, not training in a subtle way.
+seed generators, a built Adam's slot variables for one variable, a hook to skip `fit`'s
+symbolic build, and the TensorFlow value behind a (distributed) variable. Keeping them here
+means a Keras upgrade that renames one breaks `tests/test_keras_internals.py` with a message
+naming it, not training in a subtle way.
 """
+
+
+def read_value(variable):
+    """The value of a Keras variable as a NumPy value (also for distributed variables).
+
+    Reads the backing `tf.Variable` directly: `keras.Variable.numpy()` goes through
+    `np.array(variable)`, which warns under NumPy 2.
+    """
+    return variable.value.numpy()
 
 
 def flatten_layers(layer, include_self=True):
@@ -12,7 +22,7 @@ def flatten_layers(layer, include_self=True):
 
     `Model.layers` lists only a model's direct sublayers and plain layers list none, so
     this uses `Layer._flatten_layers`. Checkpoints key seed-generator states by this order
-    (`training.checkpoints.seed_generator_states`), so it must not change between versions.
+    (`runs.checkpoints.seed_generator_states`), so it must not change between versions.
     """
     return list(layer._flatten_layers(include_self=include_self))
 

@@ -7,10 +7,10 @@ in batches of similar length (less padding): `batch_size` sentences, or as many 
 
 Where a model comes from (`Translator.load(path)`):
 
-- a training run folder, laid out as `keras_transformer.training.output_dir` defines (which
-  also finds and loads the model: `find_model_files`, `load_model`): `averaged.keras` if it
-  exists, else `model.keras`, else the newest checkpoint in `checkpoints/` (with
-  `config.json`). `average_last=N` averages the run's last N checkpoints instead (paper 6.1);
+- a training run folder, laid out as `keras_transformer.runs.layout` defines (found and
+  loaded by `keras_transformer.runs.models`: `find_model_files`, `load_model`):
+  `averaged.keras` if it exists, else `model.keras`, else the newest checkpoint in
+  `checkpoints/` (with `config.json`). `average_last=N` averages the run's last N checkpoints instead (paper 6.1);
 - a `.keras` file (a model or an average saved by `keras-transformer average`);
 - a checkpoint prefix `RUN/checkpoints/ckpt-STEP` (TensorFlow backend), with `RUN/config.json`
   and `RUN/vocab.model`.
@@ -63,9 +63,9 @@ from keras_transformer.decoding.scoring import score_targets
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import InputWarning, UserInputError
 
-# Run folders are defined (and their models found and loaded) in training.output_dir, which
+# Run folders are defined (and their models found and loaded) in runs/, which
 # imports without TensorFlow; the names stay importable from here.
-from keras_transformer.training.output_dir import find_model_files, load_model  # noqa: F401
+from keras_transformer.runs.models import find_model_files, load_model  # noqa: F401
 
 # The translation-side name of the one vocabulary class, kept for existing callers.
 SentencePieceVocabulary = SubwordVocabulary

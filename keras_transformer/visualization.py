@@ -65,7 +65,7 @@ def _head_colours(count):
 def _save(figure, path):
     if path is not None:
         # Written beside and renamed: a kill mid-write leaves an earlier picture whole.
-        from keras_transformer.training.output_dir import atomic_write
+        from keras_transformer.files import atomic_write
 
         with atomic_write(path, "wb") as file:
             figure.savefig(file, dpi=120, format=os.path.splitext(path)[1][1:] or "png")

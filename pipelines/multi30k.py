@@ -129,7 +129,7 @@ def prepare_corpus(data_dir, output_dir, target, preprocessing):
     """Writes the preprocessed train and val splits to `OUTPUT/data/` (once: a re-run reuses
     them) and returns that folder. A run folder prepared differently is refused, so a resumed
     run never mixes two preparations."""
-    from keras_transformer.training.output_dir import atomic_write
+    from keras_transformer.files import atomic_write
 
     folder = os.path.join(output_dir, "data")
     stamp = os.path.join(folder, "PREPROCESSING")
@@ -288,7 +288,7 @@ def evaluate_test_set(
 
     from keras_transformer import Translator
     from keras_transformer.evaluation import evaluate, moses_lowercase_bleu
-    from keras_transformer.training.output_dir import atomic_write
+    from keras_transformer.files import atomic_write
 
     preprocessing = preprocessing or Preprocessing(False, False, target)
     sources = _read_lines(os.path.join(data_dir, f"{test_set}.en.gz"))[:lines]

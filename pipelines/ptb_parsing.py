@@ -82,10 +82,10 @@ def prepare_corpus(data_dir, output_dir, data, linearizer, vocab_size, phrases=F
         `wsj`, `gum`, `wsj_phrases`), `dev` (source, target), `vocab` (the .model path),
         `dev_trees` (the preprocessed gold dev trees).
     """
+    from keras_transformer.files import atomic_write
     from keras_transformer.parsing.corpus import train_parsing_vocabulary, write_parallel
     from keras_transformer.parsing.parser import write_parsing_settings
     from keras_transformer.parsing.trees import phrase_subtrees, read_preprocessed
-    from keras_transformer.training.output_dir import atomic_write
 
     folder = os.path.join(output_dir, "data")
     stamp_path = os.path.join(folder, "PREPARATION.json")
@@ -248,8 +248,8 @@ def evaluate_dev(
     Returns:
         `(report, figures)`: the `EvalbReport` and a dict of the headline figures.
     """
+    from keras_transformer.files import atomic_write
     from keras_transformer.parsing.parser import Parser, write_parsing_settings
-    from keras_transformer.training.output_dir import atomic_write
 
     gold = dev_trees[:lines]
     if not constrained:

@@ -147,7 +147,7 @@ def tiny_run_folder(folder, vocabulary_path, model):
     and model.keras saved as training saves it (carrying the vocabulary inside)."""
     import shutil
 
-    from keras_transformer.training.output_dir import atomic_save_model
+    from keras_transformer.runs.models import atomic_save_model
 
     (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
     shutil.copy(vocabulary_path, folder / "vocab.model")

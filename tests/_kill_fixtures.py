@@ -17,7 +17,7 @@ import subprocess
 import textwrap
 import time
 
-from keras_transformer.training import list_checkpoints
+from keras_transformer.runs.checkpoints import list_checkpoints
 from tests._training_fixtures import PYTHON, REPO, subprocess_env
 
 RUNNER = textwrap.dedent("""

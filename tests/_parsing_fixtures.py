@@ -38,7 +38,7 @@ def untrained_parser_run(folder):
     from keras_transformer.parsing.linearization import Linearizer
     from keras_transformer.parsing.parser import write_parsing_settings
     from keras_transformer.parsing.trees import parse_tree
-    from keras_transformer.training.output_dir import atomic_save_model
+    from keras_transformer.runs.models import atomic_save_model
 
     folder.mkdir()
     trees = [

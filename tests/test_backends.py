@@ -270,7 +270,7 @@ CARRIED_VOCABULARY = """
 def keras_file_with_its_vocabulary(tmp_path_factory):
     """A `.keras` file saved into a run folder as training saves it (carrying the run's
     vocabulary), alone in its folder, and its translations on TensorFlow."""
-    from keras_transformer.training.output_dir import atomic_save_model
+    from keras_transformer.runs.models import atomic_save_model
     from keras_transformer.translation import Translator
     from tests._decoding_fixtures import SENTENCES, train_char_vocabulary
 

@@ -8,8 +8,7 @@ import logging
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
-from keras_transformer.training import Checkpointer
-from keras_transformer.training.checkpoints import has_data_iterator
+from keras_transformer.runs.checkpoints import Checkpointer, has_data_iterator
 from keras_transformer.translation import Translator
 from tests._decoding_fixtures import SENTENCES, tiny_model, train_char_vocabulary
 

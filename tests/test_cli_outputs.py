@@ -12,9 +12,9 @@ from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.cli import main as cli_main
 from keras_transformer.data.corpora import TextPairCorpus
 from keras_transformer.data.vocabulary import train_vocabulary
-from keras_transformer.training import Checkpointer
+from keras_transformer.runs.checkpoints import Checkpointer
+from keras_transformer.runs.layout import OutputDir
 from keras_transformer.training.config import TrainingConfig
-from keras_transformer.training.output_dir import OutputDir
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 
 MODEL = TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)

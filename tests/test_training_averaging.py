@@ -14,9 +14,10 @@ from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.parsing.linearization import Linearizer
 from keras_transformer.parsing.parser import read_parsing_settings
-from keras_transformer.training import Checkpointer, average_checkpoints, list_checkpoints
-from keras_transformer.training.averaging import in_last_fraction
-from keras_transformer.training.output_dir import OutputDir, load_model
+from keras_transformer.runs.averaging import average_checkpoints, in_last_fraction
+from keras_transformer.runs.checkpoints import Checkpointer, list_checkpoints
+from keras_transformer.runs.layout import OutputDir
+from keras_transformer.runs.models import load_model
 from keras_transformer.translation import Translator
 from tests._training_fixtures import max_abs_difference
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
+from keras_transformer.runs.checkpoints import list_checkpoints
 from keras_transformer.training import (
     DevBleu,
     NaNGuard,
@@ -17,7 +18,6 @@ from keras_transformer.training import (
     StopAtStep,
     TrainingDivergedError,
     TrainingModel,
-    list_checkpoints,
     train,
 )
 from tests._training_fixtures import tiny_config, write_reverse_corpus
@@ -215,7 +215,7 @@ def test_divergence_stops_training_before_bad_checkpoints(tmp_path):
     steps = [int(p.rsplit("-", 1)[1]) for p in list_checkpoints(tmp_path / "run" / "checkpoints")]
     assert steps and max(steps) < 20
     # Every checkpoint that was written holds finite weights.
-    from keras_transformer.training import average_checkpoints
+    from keras_transformer.runs.averaging import average_checkpoints
 
     newest = average_checkpoints(str(tmp_path / "run"), last=1)
     assert all(math.isfinite(float(abs(w).max())) for w in newest.get_weights())

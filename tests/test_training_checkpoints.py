@@ -13,12 +13,9 @@ import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_model, build_optimizer
 from keras_transformer.errors import UserInputError
-from keras_transformer.training import (
-    CheckpointCallback,
-    Checkpointer,
-    list_checkpoints,
-    train,
-)
+from keras_transformer.runs import checkpoints as checkpoint_files
+from keras_transformer.runs.checkpoints import Checkpointer, list_checkpoints
+from keras_transformer.training import CheckpointCallback, train
 from keras_transformer.training import checkpoints as checkpoints_module
 from tests._training_fixtures import tiny_config, write_reverse_corpus
 
@@ -42,7 +39,7 @@ def _write_steps(directory, steps, keep_last=5):
     for step in steps:
         for variable in transformer.weights:
             variable.assign(np.full(variable.shape, step, variable.dtype))
-        for state in checkpoints_module.seed_generator_states(transformer).values():
+        for state in checkpoint_files.seed_generator_states(transformer).values():
             state.assign([step, step])
         optimizer.iterations.assign(step)
         checkpointer.save(step)
@@ -59,7 +56,7 @@ def test_a_checkpoint_restores_weights_step_and_seed_generators(tmp_path):
     checkpointer, transformer = _fresh_checkpointer(tmp_path)
     assert checkpointer.restore_latest() == 7
     assert all(np.all(keras.ops.convert_to_numpy(v) == 7) for v in transformer.weights)
-    states = checkpoints_module.seed_generator_states(transformer)
+    states = checkpoint_files.seed_generator_states(transformer)
     # One generator per dropout layer with a rate: 3 in the encoder layer (2 residual, 1
     # embedding), 4 in the decoder (3 residual, 1 embedding).
     assert len(states) == 7
@@ -71,13 +68,13 @@ def test_checkpoint_without_seed_generators_resumes_with_a_warning(tmp_path, cap
     transformer, optimizer = _model_and_optimizer()
     optimizer.iterations.assign(5)
     old_format = tf.train.Checkpoint(
-        model=checkpoints_module.model_variables(transformer), optimizer=optimizer
+        model=checkpoint_files.model_variables(transformer), optimizer=optimizer
     )
     tf.train.CheckpointManager(
         old_format, str(tmp_path), max_to_keep=2, checkpoint_name="ckpt"
     ).save(checkpoint_number=5)
     checkpointer, _ = _fresh_checkpointer(tmp_path)
-    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=checkpoint_files.__name__):
         assert checkpointer.restore_latest() == 5
     assert any("holds no dropout seed-generator state" in r.getMessage() for r in caplog.records)
 
@@ -91,13 +88,13 @@ def test_checkpoint_without_train_seconds_resumes_with_a_warning(tmp_path, caplo
     checkpointer = Checkpointer(
         tmp_path, transformer, optimizer, counters={"train_seconds": train_seconds}
     )
-    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=checkpoint_files.__name__):
         assert checkpointer.restore_latest() == 4
     assert any("holds no training time" in r.getMessage() for r in caplog.records)
     assert float(train_seconds.numpy()) == 7.0
     assert all(
         list(state.numpy()) == [4, 4]
-        for state in checkpoints_module.seed_generator_states(transformer).values()
+        for state in checkpoint_files.seed_generator_states(transformer).values()
     )
     # Saved from now on, and restored by the next start.
     train_seconds.assign(42.5)
@@ -137,12 +134,12 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_previous(tmp_path, caplo
     else:
         os.remove(data_file)
     checkpointer, transformer = _fresh_checkpointer(tmp_path)
-    with caplog.at_level(logging.WARNING, logger=checkpoints_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=checkpoint_files.__name__):
         assert checkpointer.restore_latest() == 2
     assert all(np.all(keras.ops.convert_to_numpy(v) == 2) for v in transformer.weights)
     assert all(
         list(s.numpy()) == [2, 2]
-        for s in checkpoints_module.seed_generator_states(transformer).values()
+        for s in checkpoint_files.seed_generator_states(transformer).values()
     )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"{tmp_path}/ckpt-3 cannot be read" in message for message in warnings)

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from keras_transformer.errors import UserInputError
-from keras_transformer.training import list_checkpoints, train
-from keras_transformer.training.output_dir import load_model
+from keras_transformer.runs.checkpoints import list_checkpoints
+from keras_transformer.runs.models import load_model
+from keras_transformer.training import train
 from tests._training_fixtures import tiny_config, write_reverse_corpus
 
 

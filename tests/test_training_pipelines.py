@@ -7,7 +7,7 @@ import subprocess
 import keras
 import numpy as np
 
-from keras_transformer.training.output_dir import OutputDir
+from keras_transformer.runs.layout import OutputDir
 from tests._training_fixtures import PYTHON, REPO, load_pipeline, subprocess_env
 
 TINY = [

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.training import list_checkpoints, train
-from keras_transformer.training.output_dir import OutputDir
+from keras_transformer.runs.checkpoints import list_checkpoints
+from keras_transformer.runs.layout import OutputDir
+from keras_transformer.training import train
 from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 
@@ -211,7 +212,7 @@ def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
         file.truncate(os.path.getsize(data_file) // 3)
     config = _config(killed_run["run_dir"], killed_run["corpus"])
     config["schedule"]["train_steps"] = TRAIN_STEPS + 2
-    with caplog.at_level(logging.WARNING, logger="keras_transformer.training.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="keras_transformer.runs.checkpoints"):
         result = train(config)
     assert result.resumed_from_step == TRAIN_STEPS - 1 and result.step == TRAIN_STEPS + 2
     assert any(

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.training import list_checkpoints
+from keras_transformer.runs.checkpoints import list_checkpoints
 from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 

@@ -14,7 +14,8 @@ import tensorflow as tf
 from keras_transformer import TransformerConfig
 from keras_transformer._keras_internals import flatten_layers
 from keras_transformer.errors import UserInputError
-from keras_transformer.training import OutputDir, train
+from keras_transformer.runs.layout import OutputDir
+from keras_transformer.training import train
 from tests._training_fixtures import max_abs_difference, tiny_config, write_reverse_corpus
 
 
@@ -272,7 +273,8 @@ def test_precision_and_xla_settings(corpus, tmp_path, monkeypatch):
 def test_average_last_fraction_averages_the_checkpoints_of_that_share_of_the_updates(
     corpus, tmp_path
 ):
-    from keras_transformer.training import average_checkpoints, list_checkpoints
+    from keras_transformer.runs.averaging import average_checkpoints
+    from keras_transformer.runs.checkpoints import list_checkpoints
 
     # Checkpoints at updates 3, 6, 9 and 12, all kept: the last half of the 12 updates holds
     # 9 and 12 (6 is not above 12 x 0.5), so those two are averaged, not the last 4.

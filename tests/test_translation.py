@@ -9,7 +9,7 @@ from keras import ops
 
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
-from keras_transformer.training.output_dir import atomic_save_model
+from keras_transformer.runs.models import atomic_save_model
 from keras_transformer.translation import (
     Translator,
     compile_search,
@@ -259,13 +259,13 @@ def test_translate_keeps_a_loaded_translator_while_its_files_are_unchanged(
 def test_load_from_checkpoint(vocabulary_path, tmp_path):
     import tensorflow as tf
 
-    from keras_transformer.training.checkpoints import model_variables
+    from keras_transformer.runs.checkpoints import model_variables
 
     vocabulary = SubwordVocabulary(vocabulary_path)
     model = tiny_model(vocab_size=vocabulary.size, max_length=48, seed=12, sharpen=2.0)
     expected = Translator(model, vocabulary_path, max_extra_length=5).translate(SENTENCES[:3])
     run = _run_folder(tmp_path, vocabulary_path, model)
-    # As training writes them (keras_transformer.training.checkpoints.Checkpointer).
+    # As training writes them (keras_transformer.runs.checkpoints.Checkpointer).
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=model_variables(model)), str(run / "checkpoints"), max_to_keep=2
     )

@@ -15,9 +15,9 @@ import os
 
 import pytest
 
+from keras_transformer.runs.layout import OutputDir
 from keras_transformer.training import TrainingConfig
 from keras_transformer.training.config import apply_overrides
-from keras_transformer.training.output_dir import OutputDir
 from tests._training_fixtures import REPO
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="the test extra installs it")

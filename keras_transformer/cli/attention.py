@@ -123,7 +123,7 @@ def _output_paths(args):
     folder = os.path.dirname(os.path.abspath(lines))
     if not os.path.isdir(folder):
         raise UserInputError(f"--output {args.output!r}: folder {folder!r} does not exist")
-    from keras_transformer.training.output_dir import check_new_output_file
+    from keras_transformer.files import check_new_output_file
 
     # Checked before the model loads: an earlier picture is never replaced unasked.
     for path in (lines, heatmap):

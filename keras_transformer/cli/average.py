@@ -97,7 +97,7 @@ def _refuse_to_replace(output, run_dir, overwrite):
     """Raises `UserInputError` when `output` exists and is not the run's own `averaged.keras`
     (which training rewrites at every end, so averaging anew may too) and `overwrite` is off."""
     from keras_transformer.errors import UserInputError
-    from keras_transformer.training import OutputDir
+    from keras_transformer.runs.layout import OutputDir
 
     own = os.path.abspath(OutputDir(run_dir).averaged_model)
     if overwrite or not os.path.exists(output) or os.path.abspath(output) == own:
@@ -109,12 +109,10 @@ def _refuse_to_replace(output, run_dir, overwrite):
 
 def run(args):
     from keras_transformer.errors import UserInputError
-    from keras_transformer.training import OutputDir, average_checkpoints
-    from keras_transformer.training.output_dir import (
-        atomic_save_model,
-        atomic_write,
-        check_output_file,
-    )
+    from keras_transformer.files import atomic_write, check_output_file
+    from keras_transformer.runs.averaging import average_checkpoints
+    from keras_transformer.runs.layout import OutputDir
+    from keras_transformer.runs.models import atomic_save_model
 
     run_dir = args.run
     if os.path.basename(os.path.normpath(run_dir)) == "checkpoints":

@@ -188,7 +188,7 @@ def run(args):
                     f"{args.source!r} has {len(sources)}; the files must be line-aligned"
                 )
         if args.output:  # before the model is loaded and the test set translated
-            from keras_transformer.training.output_dir import check_new_output_file
+            from keras_transformer.files import check_new_output_file
 
             check_new_output_file(args.output, "--output", args.overwrite)
         translator = translator_from_args(args)

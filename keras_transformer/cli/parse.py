@@ -93,7 +93,7 @@ def run(args):
             ) from None
         tokenizer = TreebankWordTokenizer()
     if args.output:  # before the model loads
-        from keras_transformer.training.output_dir import check_new_output_file
+        from keras_transformer.files import check_new_output_file
 
         check_new_output_file(args.output, "--output", args.overwrite)
     # Before the model loads: a run without parsing.json is refused in one line.

@@ -111,7 +111,7 @@ def run(args):
             f"{targets}; give one target line per source line"
         )
     if args.output:  # before the model loads
-        from keras_transformer.training.output_dir import check_new_output_file
+        from keras_transformer.files import check_new_output_file
 
         check_new_output_file(args.output, "--output", args.overwrite)
     from keras_transformer.translation import Translator, input_lines, target_lines

@@ -16,7 +16,7 @@ import os
 import sys
 
 from keras_transformer.errors import UserInputError, not_utf8_message
-from keras_transformer.training.output_dir import atomic_write
+from keras_transformer.files import atomic_write
 
 HELP = "translate text with beam search (paper 6.1)"
 EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > newstest2014.hyp.de"
@@ -344,7 +344,7 @@ def run(args):
 def _check_output_files(args):
     """Existing --output and --alignments files are refused before any work, unless
     --overwrite: nothing written earlier is replaced unasked."""
-    from keras_transformer.training.output_dir import check_new_output_file
+    from keras_transformer.files import check_new_output_file
 
     if args.output:
         check_new_output_file(args.output, "--output", args.overwrite)

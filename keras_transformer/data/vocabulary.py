@@ -254,7 +254,7 @@ def train_vocabulary(
     elapsed = time.perf_counter() - started
     vocabulary = SubwordVocabulary(model.getvalue(), path=model_prefix + ".model")
     # Written beside and renamed (atomic_write): a kill mid-write leaves earlier files whole.
-    from keras_transformer.training.output_dir import atomic_write
+    from keras_transformer.files import atomic_write
 
     with atomic_write(model_prefix + ".model", "wb") as file:
         file.write(vocabulary.model_proto)

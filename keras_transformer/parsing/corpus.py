@@ -22,8 +22,8 @@ import os
 
 from keras_transformer.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.errors import UserInputError
+from keras_transformer.files import atomic_write
 from keras_transformer.parsing.trees import Tree, escape_brackets
-from keras_transformer.training.output_dir import atomic_write
 
 SPACE = "\u2581"  # SentencePiece's word-boundary mark
 

@@ -121,7 +121,7 @@ def read_opening_penalty(path):
 
 def write_parsing_settings(folder, linearizer, opening_penalty=None):
     """Writes `parsing.json`: the linearization, and the opening penalty when given."""
-    from keras_transformer.training.output_dir import atomic_write
+    from keras_transformer.files import atomic_write
 
     settings = linearizer.to_dict()
     if opening_penalty is not None:

@@ -6,11 +6,13 @@
     accumulation.py    token-exact gradient accumulation over micro-batches and replicas
     training_model.py  TrainingModel: the Transformer wrapped for fit (train/test steps)
     fused_loss.py      the pre-softmax projection and label-smoothed loss over token chunks
-    checkpoints.py     crash-safe checkpoints every N minutes/steps, keep the last K
-    averaging.py       average_checkpoints: the mean of the last N checkpoints' weights
+    checkpoints.py     CheckpointCallback: a checkpoint every N minutes/steps
     callbacks.py       stop at the last step or time limit, NaN guard, TensorBoard logs, history
     dev_bleu.py        DevBleu: dev sacreBLEU each evaluation, keep-best, early stopping
-    output_dir.py      OutputDir: the layout of a run folder (what decoding loads)
+
+The run folder (its layout, checkpoint files, averaging, loading models) is
+`keras_transformer.runs`, which translation reads without going through training; its names
+stay importable from here.
 
 Example:
     >>> from keras_transformer.training import train
@@ -19,23 +21,22 @@ Example:
     'runs/multi30k_en_de/averaged.keras'
 """
 
-import importlib
+from keras_transformer._lazy import lazy_exports
 
-# Public names are resolved on first use (PEP 562): `keras_transformer.training.output_dir`,
-# which decoding reads to find a run's files, then imports without TensorFlow.
+# Public names are resolved on first use (PEP 562): each module only when a name of it is asked.
 _EXPORTS = {
     "count_real_tokens": "accumulation",
     "group_micro_batches": "accumulation",
-    "average_checkpoints": "averaging",
+    "average_checkpoints": "..runs.averaging",
     "NaNGuard": "callbacks",
     "StopAtStep": "callbacks",
     "StopAfterMinutes": "callbacks",
     "TrainingDivergedError": "callbacks",
     "TrainingLogger": "callbacks",
     "CheckpointCallback": "checkpoints",
-    "Checkpointer": "checkpoints",
-    "list_checkpoints": "checkpoints",
-    "model_variables": "checkpoints",
+    "Checkpointer": "..runs.checkpoints",
+    "list_checkpoints": "..runs.checkpoints",
+    "model_variables": "..runs.checkpoints",
     "CheckpointSettings": "config",
     "CorpusFiles": "config",
     "DataSettings": "config",
@@ -43,7 +44,7 @@ _EXPORTS = {
     "TrainingConfig": "config",
     "DevBleuSettings": "config",
     "DevBleu": "dev_bleu",
-    "OutputDir": "output_dir",
+    "OutputDir": "..runs.layout",
     "fused_projection_loss": "fused_loss",
     "is_chief": "strategies",
     "make_strategy": "strategies",
@@ -55,12 +56,4 @@ _EXPORTS = {
     "TrainingModel": "training_model",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'keras_transformer.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"keras_transformer.training.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -13,7 +13,7 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_transformer.training.output_dir import atomic_write
+from keras_transformer.files import atomic_write
 from keras_transformer.training.training_model import read_value
 
 

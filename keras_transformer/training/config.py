@@ -200,7 +200,7 @@ class TrainingConfig:
     """A training run: model, data, schedule, checkpoints, devices and numerics.
 
     Args:
-        output_dir: the run folder (layout in `keras_transformer.training.output_dir`).
+        output_dir: the run folder (layout in `keras_transformer.runs.layout`).
             Running the same config again resumes from its newest checkpoint.
         data: a `DataSettings`.
         model: `{"preset": NAME, FIELD: VALUE, ...}`: a `TransformerConfig` preset and

@@ -12,7 +12,8 @@ import os
 
 import keras
 
-from keras_transformer.training.output_dir import atomic_save_model, atomic_write
+from keras_transformer.files import atomic_write
+from keras_transformer.runs.models import atomic_save_model
 from keras_transformer.training.training_model import read_value
 
 logger = logging.getLogger(__name__)

@@ -21,26 +21,28 @@ import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.errors import UserInputError
+from keras_transformer.files import atomic_write
 from keras_transformer.model import build_model
+from keras_transformer.runs.averaging import average_checkpoints, in_last_fraction
+from keras_transformer.runs.checkpoints import (
+    Checkpointer,
+    has_data_feed,
+    has_data_iterator,
+    list_checkpoints,
+)
+from keras_transformer.runs.layout import OutputDir
+from keras_transformer.runs.models import atomic_save_model
 from keras_transformer.schedules import build_optimizer
 from keras_transformer.training.accumulation import group_micro_batches
-from keras_transformer.training.averaging import average_checkpoints, in_last_fraction
 from keras_transformer.training.callbacks import (
     NaNGuard,
     StopAfterMinutes,
     StopAtStep,
     TrainingLogger,
 )
-from keras_transformer.training.checkpoints import (
-    CheckpointCallback,
-    Checkpointer,
-    has_data_feed,
-    has_data_iterator,
-    list_checkpoints,
-)
+from keras_transformer.training.checkpoints import CheckpointCallback
 from keras_transformer.training.config import TrainingConfig
 from keras_transformer.training.distributed_feed import CheckpointableFeed
-from keras_transformer.training.output_dir import OutputDir, atomic_save_model, atomic_write
 from keras_transformer.training.strategies import is_chief, make_strategy
 from keras_transformer.training.training_model import TrainingModel, read_value
 
@@ -689,8 +691,8 @@ def _check_init_model(model_config, init):
 
 def _initialize_from(transformer, init):
     """Gives `transformer` the weights of `init["file"]`: weights only, by Keras path."""
-    from keras_transformer.training.checkpoints import model_variables
-    from keras_transformer.training.output_dir import load_model
+    from keras_transformer.runs.checkpoints import model_variables
+    from keras_transformer.runs.models import load_model
 
     logger.info(
         "starting from the weights of %s (%s model of %s, step %s): a fresh optimizer, "

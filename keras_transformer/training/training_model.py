@@ -9,19 +9,14 @@ gradients, and the counters that checkpoints and logs read.
 import keras
 import tensorflow as tf
 
-from keras_transformer._keras_internals import SkipSymbolicBuildWhenBuilt, flatten_layers
+from keras_transformer._keras_internals import (  # noqa: F401  (read_value: its old home)
+    SkipSymbolicBuildWhenBuilt,
+    flatten_layers,
+    read_value,
+)
 from keras_transformer.losses import LabelSmoothedCrossEntropy, MaskedTokenAccuracy, Perplexity
 from keras_transformer.training.accumulation import count_real_tokens
 from keras_transformer.training.fused_loss import fused_projection_loss
-
-
-def read_value(variable):
-    """The value of a Keras variable as a NumPy value (also for distributed variables).
-
-    Reads the backing `tf.Variable` directly: `keras.Variable.numpy()` goes through
-    `np.array(variable)`, which warns under NumPy 2.
-    """
-    return variable.value.numpy()
 
 
 class TokenMeanLoss(keras.metrics.Metric):
