@@ -113,7 +113,7 @@ def theirs(hf, source_ids, settings, cap):
             num_beams=settings["beam_size"],
             length_penalty=settings["alpha"],
             do_sample=False,
-            max_new_tokens=cap,
+            max_length=cap + 1,  # transformers counts the decoder's start token
         )
     tokens = [int(t) for t in output[0, 1:]]
     eos = hf.config.eos_token_id
