@@ -213,13 +213,17 @@ def write_marian_folder(
     return folder
 
 
-def marian_folder(tmp_path_factory, activation="swish", weights="safetensors"):
-    """The tiny checkpoint of one variant, written once per test session (per pytest-xdist
-    worker) under the session's temporary folder and shared by every test that asks."""
-    key = (activation, weights)
+def marian_folder(tmp_path_factory, activation="swish", weights="safetensors", **overrides):
+    """The tiny checkpoint of one variant (`write_marian_folder`'s arguments, MarianConfig
+    `overrides` included), written once per test session (per pytest-xdist worker) under the
+    session's temporary folder and shared by every test that asks."""
+    key = (activation, weights, *sorted(overrides.items()))
     if key not in _FOLDERS:
-        folder = tmp_path_factory.getbasetemp() / f"marian-{activation}-{weights}"
-        _FOLDERS[key] = write_marian_folder(folder, activation=activation, weights=weights)
+        name = "-".join(["marian", activation, weights] + [f"{k}={v}" for k, v in key[2:]])
+        folder = tmp_path_factory.getbasetemp() / name
+        _FOLDERS[key] = write_marian_folder(
+            folder, activation=activation, weights=weights, **overrides
+        )
     return _FOLDERS[key]
 
 

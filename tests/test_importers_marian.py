@@ -143,6 +143,23 @@ def test_relu_and_pickled_checkpoints_import_exactly(tmp_path_factory, tmp_path,
     np.testing.assert_allclose(our_logits(loaded, source, decoder_input), expected, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("share", "tie", "shared_embeddings"), [(False, True, "target"), (False, False, "none")]
+)
+def test_untied_embeddings_import_exactly(
+    tmp_path_factory, tmp_path, share, tie, shared_embeddings
+):
+    folder = marian_folder(
+        tmp_path_factory, share_encoder_decoder_embeddings=share, tie_word_embeddings=tie
+    )
+    run = import_checkpoint("marian", folder, tmp_path / "run", progress=_quiet)
+    assert json.loads((run / "config.json").read_text())["shared_embeddings"] == shared_embeddings
+    source, decoder_input, _ = padded_batch(folder)
+    expected = reference_logits(load_marian_model(folder), source, decoder_input)
+    loaded = keras.saving.load_model(f"{run}/model.keras")
+    np.testing.assert_allclose(our_logits(loaded, source, decoder_input), expected, atol=1e-4)
+
+
 OTHER_BACKEND_LOGITS = """
     import sys
     import keras
