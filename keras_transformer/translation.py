@@ -35,6 +35,7 @@ import collections
 import contextlib
 import contextvars
 import copy
+import inspect
 import logging
 import os
 import warnings
@@ -60,7 +61,12 @@ from keras_transformer.decoding.batches import (
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.precision import check_precision, with_precision
 from keras_transformer.decoding.scoring import score_targets
-from keras_transformer.decoding.settings import check_decoding_settings
+from keras_transformer.decoding.settings import (
+    SEARCHES,  # noqa: F401  (importable from here, as before)
+    TOO_LONG_POLICIES,  # noqa: F401
+    check_decoding_settings,
+    check_translator_settings,
+)
 from keras_transformer.errors import InputWarning, UserInputError
 
 # Run folders are defined (and their models found and loaded) in runs/, which
@@ -70,8 +76,6 @@ from keras_transformer.runs.models import find_model_files, load_model  # noqa: 
 # The translation-side name of the one vocabulary class, kept for existing callers.
 SentencePieceVocabulary = SubwordVocabulary
 
-SEARCHES = ("beam", "greedy", "sample")
-TOO_LONG_POLICIES = ("truncate", "error")
 # Source batches are padded to a multiple of this length, so that a compiled search is
 # traced for a few shapes only.
 LENGTH_MULTIPLE = 8
@@ -207,7 +211,10 @@ class Translator:
             `SentencePieceTokenizer`, or any object with `encode(text) -> ids` and
             `decode(ids) -> text`.
         beam_size: hypotheses kept per sentence (paper: 4).
-        alpha: length penalty (paper: 0.6).
+        alpha: length penalty strength (paper: 0.6).
+        length_penalty: "gnmt" (((5 + |Y|) / 6) ** alpha, the paper's) or "power"
+            (|Y| ** alpha, as Marian, OPUS-MT and Hugging Face;
+            `keras_transformer.decoding.length_penalty`).
         max_extra_length: output tokens beyond the source length (paper: 50).
         num_hypotheses: 1 returns strings; n > 1 returns n-best lists of `(text, score)`.
         search: "beam" (default), "greedy" or "sample".
@@ -254,23 +261,24 @@ class Translator:
         ensemble_combine="log_probs",
         batch_tokens=None,
         jit_compile=False,
+        length_penalty="gnmt",
     ):
-        if search not in SEARCHES:
-            raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
-        if on_too_long not in TOO_LONG_POLICIES:
-            raise ValueError(f"on_too_long must be one of {TOO_LONG_POLICIES}, got {on_too_long!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        check_decoding_settings(
+        check_translator_settings(
+            search=search,
             beam_size=beam_size,
             alpha=alpha,
             max_extra_length=max_extra_length,
             num_hypotheses=num_hypotheses,
+            length_penalty=length_penalty,
+            top_k=top_k,
+            temperature=temperature,
             top_p=top_p,
+            batch_size=batch_size,
             batch_tokens=batch_tokens,
+            on_too_long=on_too_long,
+            compile=compile,
+            jit_compile=jit_compile,
         )
-        if search != "beam" and num_hypotheses != 1:
-            raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
         if isinstance(model, (list, tuple)):
             self.decoder = EnsembleDecoder(model, combine=ensemble_combine)
         else:
@@ -288,7 +296,10 @@ class Translator:
                 f"{self.decoder.vocab_size}: use the vocabulary the model was trained with"
             )
         self.search = search
-        self.beam_search = BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)
+        self.beam_search = BeamSearch(
+            beam_size, alpha, max_extra_length, num_hypotheses, length_penalty=length_penalty
+        )
+        self.length_penalty = length_penalty
         self.num_hypotheses = num_hypotheses  # the default n-best of `translate`
         self.max_extra_length = max_extra_length
         self.alpha = alpha
@@ -299,10 +310,6 @@ class Translator:
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
         self._compile_enabled = compile
-        if not isinstance(jit_compile, bool):
-            raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
-        if jit_compile and not compile:
-            raise ValueError("jit_compile=True compiles the search: it needs compile=True")
         self._jit_compile = jit_compile
         self._compiled = self._compile_search(self.decoder)
         self._compiled_score = None  # compiled on the first `score` call
@@ -324,7 +331,10 @@ class Translator:
         >>> translator = Translator.load("runs/ende", beam_size=4, alpha=0.6)
         """
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
-        check_precision(precision)  # before the (slow) load
+        # Before the (slow) load.
+        check_precision(precision)
+        settings = inspect.signature(check_translator_settings).parameters
+        check_translator_settings(**{k: v for k, v in options.items() if k in settings})
         models, found = [], []
         for one_path in paths:
             model, files = load_model(one_path, average_last=average_last)
@@ -462,7 +472,12 @@ class Translator:
     def _search(self, source_ids, noise=None, prefix_ids=None):
         if self.search == "greedy":
             result = greedy_search(
-                self.decoder, source_ids, self.max_extra_length, self.alpha, prefix_ids=prefix_ids
+                self.decoder,
+                source_ids,
+                self.max_extra_length,
+                self.alpha,
+                prefix_ids=prefix_ids,
+                length_penalty=self.length_penalty,
             )
         elif self.search == "sample":
             result = sample(
@@ -475,6 +490,7 @@ class Translator:
                 alpha=self.alpha,
                 top_p=self.top_p,
                 prefix_ids=prefix_ids,
+                length_penalty=self.length_penalty,
             )
         else:
             result = self.beam_search(self.decoder, source_ids, prefix_ids)
@@ -566,6 +582,7 @@ class Translator:
                     search.max_extra_length,
                     n_best,
                     search.min_length,
+                    search.length_penalty,
                 )
                 self._compiled = self._compile_search(self.decoder)
         encoded = self._encode(texts)
@@ -700,6 +717,7 @@ def translate(
     max_extra_length=50,
     num_hypotheses=1,
     target_prefix=None,
+    length_penalty="gnmt",
     **options,
 ):
     """Translates `texts` with beam search (paper 6.1: beam 4, alpha 0.6, input length + 50).
@@ -709,8 +727,9 @@ def translate(
         model: a `Translator`, a path (run folder, `.keras` file, checkpoint prefix), or a
             `Transformer` (then `vocabulary` is required).
         vocabulary: the SentencePiece `.model` (default: `vocab.model` beside the model).
-        beam_size, alpha, max_extra_length, num_hypotheses: the search (ignored when `model`
-            is a `Translator`, which has its own settings, except `num_hypotheses`).
+        beam_size, alpha, max_extra_length, num_hypotheses, length_penalty: the search
+            (ignored when `model` is a `Translator`, which has its own settings, except
+            `num_hypotheses`); `length_penalty` is "gnmt" (the paper's) or "power".
         target_prefix: one string per text that its translation must start with ("" for
             none), as `Translator.translate`.
         **options: other `Translator` arguments (`batch_size`, `batch_tokens`, ...).
@@ -735,6 +754,7 @@ def translate(
             alpha=alpha,
             max_extra_length=max_extra_length,
             num_hypotheses=max(num_hypotheses, 1),
+            length_penalty=length_penalty,
             **options,
         )
         if isinstance(model, (str, os.PathLike)):

@@ -49,6 +49,7 @@ def test_export_writes_name_version_and_translates(run_folder, tmp_path, capsys)
             "alpha": 0.6,
             "max_extra_length": 4,
             "num_hypotheses": 1,
+            "length_penalty": "gnmt",
         }
     texts = SENTENCES[:4]
     loaded = tf.saved_model.load(str(path))  # kept: its functions need its variables alive

@@ -345,6 +345,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(2),
+        length_penalty=tf.constant("gnmt"),
     )
     served = [[t.decode() for t in row] for row in outputs["nbest_translations"].numpy()]
     translator = Translator(char_model, vocabulary_path, num_hypotheses=2, **SERVING_DEFAULTS)
@@ -363,6 +364,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"),
     )
     unforced = signature(
         text=tf.constant(SERVED_TEXTS),
@@ -371,6 +373,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"),
     )
     for key in ("translation", "score"):
         np.testing.assert_array_equal(plain[key].numpy(), unforced[key].numpy())
@@ -389,6 +392,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(2),
+        length_penalty=tf.constant("gnmt"),
     )
     for row, ids in enumerate(found["output_ids"].numpy()):
         forced = [t for t in prefix[row] if t != PAD]
@@ -401,6 +405,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
             alpha=tf.constant(0.6),
             max_extra_length=tf.constant(6),
             num_hypotheses=tf.constant(1),
+            length_penalty=tf.constant("gnmt"),
         )
 
 

@@ -3,7 +3,8 @@
 Lines are read in chunks, translated with beam search (paper 6.1 settings by default) and
 written in input order, one translation per line; an empty line gives an empty line. With
 `--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
-layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
+layout, INDEX counting from 0). `--length-penalty power` ranks by log P / |Y|^alpha (Marian,
+OPUS-MT) instead of the paper's GNMT form. A setting outside its range (`--beam-size`, `--alpha`,
 `--max-extra-length`, `--n-best`, `--top-p`, `--batch-tokens`; see
 `keras_transformer.decoding.settings`) stops with one line that names the flag, the value and
 the range. `--prefix-file` gives each line a target prefix that its translations start with
@@ -25,10 +26,18 @@ EXAMPLE = "keras-transformer translate --model runs/ende < newstest2014.en > new
 SETTING_FLAGS = {
     "beam_size": "--beam-size",
     "alpha": "--alpha",
+    "length_penalty": "--length-penalty",
     "max_extra_length": "--max-extra-length",
     "num_hypotheses": "--n-best",
     "top_p": "--top-p",
     "batch_tokens": "--batch-tokens",
+    "batch_size": "--batch-size",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "search": "--search",
+    "on_too_long": "--on-too-long",
+    "jit_compile": "--jit-compile",
+    "compile": "--no-compile",
 }
 
 
@@ -98,7 +107,14 @@ def add_model_arguments(parser):
         "--alpha",
         type=float,
         default=0.6,
-        help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 (paper 6.1)",
+        help="length penalty strength, in [0, 10]; default: 0.6 (paper 6.1)",
+    )
+    add(
+        "--length-penalty",
+        choices=("gnmt", "power"),
+        default="gnmt",
+        help="the length penalty's form: gnmt, ((5+|Y|)/6)^alpha (default, paper 6.1), or "
+        "power, |Y|^alpha (Marian, OPUS-MT, Hugging Face); scores are log P / penalty",
     )
     add(
         "--max-extra-length",
@@ -149,34 +165,28 @@ def add_model_arguments(parser):
 
 
 def translator_from_args(args, num_hypotheses=1):
-    from keras_transformer.decoding.settings import check_decoding_settings
+    from keras_transformer.decoding.settings import check_translator_settings
     from keras_transformer.translation import Translator
 
-    if args.batch_size < 1:
-        raise UserInputError("--batch-size must be at least 1")
-    # The ranges of translate() and the SavedModel, named by their flags.
-    check_decoding_settings(
+    # The rule of Translator and the SavedModel, named by the flags; before the (slow) load.
+    check_translator_settings(
+        search=args.search,
         beam_size=args.beam_size,
         alpha=args.alpha,
         max_extra_length=args.max_extra_length,
         num_hypotheses=num_hypotheses,
+        length_penalty=args.length_penalty,
+        top_k=args.top_k,
+        temperature=args.temperature,
         top_p=args.top_p,
+        batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
+        on_too_long=args.on_too_long,
+        compile=not args.no_compile,
+        jit_compile=args.jit_compile,
         labels=SETTING_FLAGS,
     )
-    if args.search == "sample" and args.temperature <= 0:
-        raise UserInputError("--temperature must be > 0")
     _refuse_sampling_flags_without_sampling(args)
-    if args.jit_compile and args.no_compile:
-        raise UserInputError(
-            "--jit-compile compiles the search with XLA, --no-compile runs it eagerly: give "
-            "one of them"
-        )
-    if num_hypotheses > 1 and args.search != "beam":  # before the (slow) load
-        raise UserInputError(
-            f"--n-best {num_hypotheses} needs beam search, but the search here is "
-            f"{args.search!r}: leave out --search {args.search}, or --n-best"
-        )
     return Translator.load(
         args.model if len(args.model) > 1 else args.model[0],
         vocabulary=args.vocab,
@@ -184,6 +194,7 @@ def translator_from_args(args, num_hypotheses=1):
         precision=args.precision,
         beam_size=args.beam_size,
         alpha=args.alpha,
+        length_penalty=args.length_penalty,
         max_extra_length=args.max_extra_length,
         num_hypotheses=num_hypotheses,
         search=args.search,
