@@ -239,6 +239,18 @@ def test_beam_n_best_equals_transformers_without_length_penalty(model, reference
     assert_same_n_best(search(model, SOURCE_IDS), expected_ids, expected_scores)
 
 
+def test_beam_n_best_equals_transformers_at_the_power_penalty(model, reference):
+    expected_ids, expected_scores = beam_reference(reference, length_penalty=1.0)
+    search = BeamSearch(
+        beam_size=4,
+        alpha=1.0,
+        length_penalty="power",
+        max_extra_length=EXTRA,
+        num_hypotheses=4,
+    )
+    assert_same_n_best(search(model, SOURCE_IDS), expected_ids, expected_scores)
+
+
 # -- training ------------------------------------------------------------------------------------
 
 

@@ -37,6 +37,12 @@ def test_greedy_check_counts_every_sentence_identical(folder, sentences, capsys)
     assert record["beam_size"] == 1 and record["differing"] == []
 
 
+def test_beam_check_at_the_published_power_penalty(folder, sentences, capsys):
+    record = run_check(capsys, folder, sentences, "-n", 2)
+    assert (record["beam_size"], record["length_penalty"], record["alpha"]) == (4, "power", 1.0)
+    assert (record["sentences"], record["identical"]) == (2, 2)
+
+
 def test_a_differing_output_is_counted_and_shown(folder, sentences, capsys, monkeypatch):
     real = opus_mt_check.ours
     monkeypatch.setattr(opus_mt_check, "ours", lambda *args: real(*args)[1:])
