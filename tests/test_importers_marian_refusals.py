@@ -179,3 +179,13 @@ def test_a_path_that_is_neither_folder_nor_hub_id_is_refused(tmp_path):
         import_checkpoint("marian", tmp_path / "missing" / "x", tmp_path / "run", progress=_quiet)
     with pytest.raises(UserInputError, match="unknown checkpoint format 'fairseq'"):
         import_checkpoint("fairseq", tmp_path, tmp_path / "run", progress=_quiet)
+
+
+def test_the_importers_documented_examples_run():
+    import doctest
+
+    from keras_transformer import importers
+    from keras_transformer.importers import _common, marian
+
+    for module in (importers, _common, marian):
+        assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
