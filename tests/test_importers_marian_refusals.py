@@ -75,7 +75,13 @@ def test_a_model_the_transformer_cannot_hold_is_refused_naming_field_and_value(
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("no_repeat_ngram_size", 3), ("do_sample", True), ("min_length", 5)]
+    ("field", "value"),
+    [
+        ("no_repeat_ngram_size", 3),
+        ("do_sample", True),
+        ("min_length", 5),
+        ("bad_words_ids", [[53], [7]]),
+    ],
 )
 def test_published_decoding_our_searches_lack_is_refused(folder, tmp_path, field, value):
     source = edited_copy(folder, tmp_path / "source", generation={field: value})
