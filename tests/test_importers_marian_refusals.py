@@ -195,3 +195,12 @@ def test_the_importers_documented_examples_run():
 
     for module in (importers, _common, marian):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_cli_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["import", "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:\n  keras-transformer import --format marian --model Helsinki-NLP/" in out
+    assert "--overwrite" in out and "HF_HUB_OFFLINE" in out
