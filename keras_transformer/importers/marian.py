@@ -347,9 +347,8 @@ def decoding_defaults(hf_config, generation):
     decoding = {
         "beam_size": int(source.get("num_beams") or 1),
         "length_penalty": "power",
-        "alpha": float(
-            source.get("length_penalty", 1.0) if source.get("length_penalty") is not None else 1.0
-        ),
+        # transformers' default length_penalty is 1.0 (its power form: log P / |Y|).
+        "alpha": float(1.0 if source.get("length_penalty") is None else source["length_penalty"]),
     }
     if source.get("max_length") is not None:
         decoding["max_length"] = int(source["max_length"])
