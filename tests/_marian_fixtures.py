@@ -50,6 +50,11 @@ TINY_ARCHITECTURE = dict(
 # OPUS-MT's published decoding settings, with a maximum length that fits the tiny model.
 GENERATION = dict(num_beams=4, max_length=40)
 
+# Added to eos's logits bias: random weights alone almost never choose eos (outputs repeat a
+# token or two up to the length limit); with it, beams hold hypotheses that end at several
+# lengths beside ones that reach the limit.
+EOS_BIAS = 6.0
+
 _FOLDERS = {}
 
 
@@ -121,11 +126,12 @@ def tiny_marian_config(vocab_size, pad_id, activation="swish", **overrides):
     return MarianConfig(**values)
 
 
-def randomize_parameters(model, seed=0):
+def randomize_parameters(model, seed=0, eos_bias=EOS_BIAS):
     """Draws every parameter of a `MarianMTModel` at random, in place (seeded): weights and
-    biases N(0, 0.3^2) (embeddings N(0, 1), for peaky output distributions without near
-    ties), LayerNorm gamma 1 + N(0, 0.2^2) and beta N(0, 0.2^2), `final_logits_bias`
-    N(0, 1). The fixed sinusoidal position tables stay as they are."""
+    biases N(0, 0.15^2), embeddings N(0, 0.5^2) (peaky output distributions without near
+    ties, and float32 rounding that stays near 1e-6 in the logits), LayerNorm gamma 1 + N(0, 0.2^2) and beta N(0, 0.2^2), `final_logits_bias`
+    N(0, 1) plus `eos_bias` at eos (id 0). The fixed sinusoidal position tables stay as they
+    are."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -141,10 +147,11 @@ def randomize_parameters(model, seed=0):
             if "layer_norm" in name:
                 normal(parameter, 0.2, 1.0 if name.endswith("weight") else 0.0)
             elif "embed_tokens" in name or "shared" in name or "lm_head" in name:
-                normal(parameter, 1.0)
+                normal(parameter, 0.5)
             else:
-                normal(parameter, 0.3)
+                normal(parameter, 0.15)
         normal(model.final_logits_bias, 1.0)
+        model.final_logits_bias[0, 0] += eos_bias
     return model
 
 
@@ -206,13 +213,17 @@ def write_marian_folder(
     return folder
 
 
-def marian_folder(tmp_path_factory, activation="swish", weights="safetensors"):
-    """The tiny checkpoint of one variant, written once per test session (per pytest-xdist
-    worker) under the session's temporary folder and shared by every test that asks."""
-    key = (activation, weights)
+def marian_folder(tmp_path_factory, activation="swish", weights="safetensors", **overrides):
+    """The tiny checkpoint of one variant (`write_marian_folder`'s arguments, MarianConfig
+    `overrides` included), written once per test session (per pytest-xdist worker) under the
+    session's temporary folder and shared by every test that asks."""
+    key = (activation, weights, *sorted(overrides.items()))
     if key not in _FOLDERS:
-        folder = tmp_path_factory.getbasetemp() / f"marian-{activation}-{weights}"
-        _FOLDERS[key] = write_marian_folder(folder, activation=activation, weights=weights)
+        name = "-".join(["marian", activation, weights] + [f"{k}={v}" for k, v in key[2:]])
+        folder = tmp_path_factory.getbasetemp() / name
+        _FOLDERS[key] = write_marian_folder(
+            folder, activation=activation, weights=weights, **overrides
+        )
     return _FOLDERS[key]
 
 

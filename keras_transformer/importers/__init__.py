@@ -9,7 +9,7 @@ it cannot hold), and writes a run folder that `translate`, `score`, `evaluate`, 
 
 Example:
     >>> from keras_transformer.importers import import_checkpoint
-    >>> import_checkpoint("marian", "Helsinki-NLP/opus-mt-en-de", "runs/opus-mt-en-de")
+    >>> import_checkpoint("marian", "Helsinki-NLP/opus-mt-en-de", "runs/opus-mt-en-de")  # doctest: +SKIP
     'runs/opus-mt-en-de'
 """
 

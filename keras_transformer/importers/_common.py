@@ -5,14 +5,13 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 
 import numpy as np
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.runs.layout import CONFIG_FILE, FINAL_MODEL_FILE
 
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.keras"
+# The published decoding defaults of an imported model, which its run's readers take.
 DECODING_FILE = "decoding.json"
 # The key of `ImportedModel.weights` for the logits bias (`Transformer.output_bias`).
 OUTPUT_BIAS = "output_bias"
@@ -94,46 +93,24 @@ def build_model(config, weights):
 def write_run(imported, output, overwrite=False, progress=print):
     """Writes `imported` as a run folder at `output`: `config.json`, `model.keras`, the
     vocabulary files and `decoding.json`. Everything is written into a temporary folder beside
-    `output` and renamed into place at the end, so a failure leaves no partial run (and, with
-    `overwrite`, the old run stays until the new one is complete).
+    `output` and renamed into place at the end (`atomic_directory`), so a failure leaves no
+    partial run and, with `overwrite`, the old run stays until the new one is complete.
 
     Returns:
         `output`.
     """
-    output = os.path.abspath(os.fspath(output))
+    from keras_transformer.files import atomic_directory
+
     check_output(output, overwrite)
-    parent = os.path.dirname(output)
-    os.makedirs(parent, exist_ok=True)
     model = build_model(imported.config, imported.weights)
     progress(f"built the model: {model.count_params():,} parameters")
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.importing-", dir=parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's folder is the owner's alone; a run is not
-    try:
-        with open(os.path.join(staging, CONFIG_FILE), "w") as file:
-            file.write(imported.config.to_json() + "\n")
-        model.save(os.path.join(staging, MODEL_FILE))
+    with atomic_directory(output) as staging:
+        (staging / CONFIG_FILE).write_text(imported.config.to_json() + "\n")
+        model.save(staging / FINAL_MODEL_FILE)
         for name, source in imported.files.items():
-            shutil.copyfile(source, os.path.join(staging, name))
-        with open(os.path.join(staging, DECODING_FILE), "w") as file:
-            json.dump(imported.decoding, file, indent=2, sort_keys=True)
-            file.write("\n")
-        _rename_into_place(staging, output, overwrite)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            shutil.copyfile(source, staging / name)
+        decoding = json.dumps(imported.decoding, indent=2, sort_keys=True)
+        (staging / DECODING_FILE).write_text(decoding + "\n")
+        check_output(output, overwrite)  # created meanwhile: refused as at the start
     progress(f"wrote {output}")
     return output
-
-
-def _rename_into_place(staging, output, overwrite):
-    if not os.path.exists(output):
-        os.rename(staging, output)
-        return
-    check_output(output, overwrite)  # created meanwhile: refused as at the start
-    # The old run moves aside (a rename, so never half-deleted) before the new one moves in.
-    retired = staging.replace(".importing-", ".replaced-")
-    os.rename(output, retired)
-    os.rename(staging, output)
-    shutil.rmtree(retired, ignore_errors=True)

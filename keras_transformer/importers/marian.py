@@ -24,8 +24,9 @@ What a `MarianMTModel` computes, and where it goes in the `Transformer`:
 
 Accepted without effect on the function: `use_cache`, `init_std` (initialisation),
 `bos_token_id` (Marian puts no bos on either side), `forced_eos_token_id` (eos at the
-length limit, where our searches stop too), `extra_pos_embeddings`, `bad_words_ids` (`<pad>`
-is the start token: never a next token in our searches), output and export switches.
+length limit, where our searches stop too), `extra_pos_embeddings`, `bad_words_ids` naming
+only `<pad>` (the start token: never a next token in our searches), output and export
+switches.
 
 Refused, with the field and its value (the model would compute something else):
 `normalize_before` (pre-norm with Marian's placement), `normalize_embedding` /
@@ -38,7 +39,7 @@ decoder-only model, tied embeddings with an untied output (no `shared_embeddings
 holds it), a position table that is not the sinusoid, tensors the model has no place for,
 and decoding settings our searches do not have (`do_sample`, `num_beam_groups`,
 `no_repeat_ngram_size`, `encoder_no_repeat_ngram_size`, `repetition_penalty`, `min_length`,
-`diversity_penalty`).
+`diversity_penalty`, `bad_words_ids` beyond the start token).
 
 The published decoding defaults (`generation_config.json`, else `config.json`) become the
 run's `decoding.json`: `beam_size` (num_beams, 1 when unset, as transformers), `length_penalty`
@@ -47,7 +48,7 @@ run's `decoding.json`: `beam_size` (num_beams, 1 when unset, as transformers), `
 
 Example:
     >>> from keras_transformer.importers import import_checkpoint
-    >>> import_checkpoint("marian", "Helsinki-NLP/opus-mt-en-de", "runs/opus-mt-en-de")
+    >>> import_checkpoint("marian", "Helsinki-NLP/opus-mt-en-de", "runs/opus-mt-en-de")  # doctest: +SKIP
     'runs/opus-mt-en-de'
 """
 
@@ -334,12 +335,20 @@ def decoding_defaults(hf_config, generation):
                 "searches do not have, so they would not give the published translations; the "
                 "model is not imported"
             )
+    # Our searches forbid the start token (OPUS-MT's <pad>) and nothing else.
+    forbidden = source.get("bad_words_ids") or []
+    allowed = [[hf_config.get("pad_token_id")], [hf_config.get("decoder_start_token_id")]]
+    if any(ids not in allowed for ids in forbidden):
+        raise UserInputError(
+            f"{name} bad_words_ids={json.dumps(forbidden)}: this project's searches forbid "
+            "only the decoder's start token, so they would not give the published "
+            "translations; the model is not imported"
+        )
     decoding = {
         "beam_size": int(source.get("num_beams") or 1),
         "length_penalty": "power",
-        "alpha": float(
-            source.get("length_penalty", 1.0) if source.get("length_penalty") is not None else 1.0
-        ),
+        # transformers' default length_penalty is 1.0 (its power form: log P / |Y|).
+        "alpha": float(1.0 if source.get("length_penalty") is None else source["length_penalty"]),
     }
     if source.get("max_length") is not None:
         decoding["max_length"] = int(source["max_length"])
