@@ -138,7 +138,8 @@ def test_bad_input_is_one_line_and_exit_code_2(run_folder, tmp_path, capsys):
         == 2
     )
     assert (
-        "--beam-size=4 (the beam of a request that names none; default 4) is above "
+        "--beam-size=4 (the beam of a request that names none; default: the run's "
+        "decoding.json, else 4) is above "
         "--max-beam-size=2: lower --beam-size or raise --max-beam-size" in _error_line(capsys)
     )
     # Nothing was written by the failed exports.

@@ -33,11 +33,13 @@ from tests._marian_fixtures import (  # noqa: E402
     marian_tokenizer,
 )
 
-# A language token, plain text, and a character neither SentencePiece model knows.
+# A language token, plain text, and a character neither SentencePiece model knows. The
+# fixture's eos bias ends some outputs at once: one of these does, the others run long.
 SENTENCES = [
+    ">>deu<< we read books in the evening",
+    "the children play with a red ball",
+    "the cat € runs",
     ">>deu<< the cat sat on the mat",
-    ">>deu<< a dog runs in the park",
-    "the weather is cold today €",
 ]
 MAX_EXTRA = 5
 SEARCH = dict(alpha=0.0, max_extra_length=MAX_EXTRA)
@@ -94,7 +96,7 @@ def ours(imported):
 def test_translate_equals_transformers_generate(ours, reference):
     assert ours["greedy"] == _generate(reference, SENTENCES, 1, ours["max_length"])
     assert ours["beam"] == _generate(reference, SENTENCES, 4, ours["max_length"])
-    assert all(ours["beam"])
+    assert any(ours["greedy"]) and any(ours["beam"])
 
 
 def test_run_decoding_defaults_are_the_published_ones(imported, ours):
@@ -126,18 +128,18 @@ def test_translate_command_n_best_prefix_and_alignments(imported, ours, tmp_path
     rows = [line.split(" ||| ") for line in (tmp_path / "nbest").read_text().splitlines()]
     assert [row[1] for row in rows[::2]] == ours["beam"]
 
-    prefixes = [ours["beam"][0].split()[0], "", ""]
+    prefixes = [ours["beam"][0].split()[0], "", "", ""]
     (tmp_path / "prefixes").write_text("\n".join(prefixes) + "\n")
     _cli("translate", "--model", run, "-i", tmp_path / "in.txt", "-o", tmp_path / "prefixed",
          "--prefix-file", tmp_path / "prefixes", "--alignments", tmp_path / "align", *flags)  # fmt: skip
     prefixed = (tmp_path / "prefixed").read_text().splitlines()
     assert prefixed[0].startswith(prefixes[0]) and prefixed[1:] == ours["beam"][1:]
     links = (tmp_path / "align").read_text().splitlines()
-    assert len(links) == 3 and all("-" in pair for pair in links[0].split())
+    assert len(links) == 4 and all("-" in pair for pair in links[0].split())
 
     _cli("translate", "--model", run, "-i", tmp_path / "in.txt", "-o", tmp_path / "sampled",
          "--search", "sample", "--seed", 1, "--max-extra-length", MAX_EXTRA, "--no-compile")  # fmt: skip
-    assert len((tmp_path / "sampled").read_text().splitlines()) == 3
+    assert len((tmp_path / "sampled").read_text().splitlines()) == 4
 
 
 def _reference_scores(reference, sources, targets):
@@ -157,11 +159,11 @@ def _reference_scores(reference, sources, targets):
 def test_score_evaluate_and_attention_commands(imported, ours, reference, tmp_path):
     _, run = imported
     (tmp_path / "src").write_text("\n".join(SENTENCES) + "\n")
-    (tmp_path / "tgt").write_text("\n".join(TARGET_SENTENCES[:3]) + "\n")
+    (tmp_path / "tgt").write_text("\n".join(TARGET_SENTENCES[:4]) + "\n")
     _cli("score", "--model", run, "--source", tmp_path / "src", "--target", tmp_path / "tgt",
          "-o", tmp_path / "scores")  # fmt: skip
     scores = [float(line) for line in (tmp_path / "scores").read_text().split()]
-    expected = _reference_scores(reference, SENTENCES, TARGET_SENTENCES[:3])
+    expected = _reference_scores(reference, SENTENCES, TARGET_SENTENCES[:4])
     np.testing.assert_allclose(scores, expected, rtol=1e-4)
 
     _cli("evaluate", "--model", run, "--source", tmp_path / "src", "--reference",
@@ -191,7 +193,7 @@ def test_saved_model_holds_only_serving_ops(saved_model):
     from keras_transformer.export.graph_ops import check_serving_ops
 
     ops = set(check_serving_ops(saved_model))
-    assert {"SentencepieceTokenizeOp", "LookupTableFindV2"} <= ops
+    assert {"SentencepieceTokenizeOp", "SentencepieceStringToIdOp", "StaticRegexReplace"} <= ops
 
 
 LOADER = textwrap.dedent(
@@ -248,7 +250,11 @@ def test_ctranslate2_export_translates_as_we_do(imported, ours, tmp_path):
         tokens = [table[i] for i in vocabulary.encode_source(text, add_eos=False)]
         cap = min(len(tokens) + 1 + MAX_EXTRA, ours["max_length"])
         result = translator.translate_batch(
-            [tokens], beam_size=4, length_penalty=0.0, max_decoding_length=cap
+            [tokens],
+            beam_size=4,
+            length_penalty=0.0,
+            min_decoding_length=0,  # CTranslate2's default, 1, forbids an empty output
+            max_decoding_length=cap,
         )
         ids = [vocabulary.source_table[token] for token in result[0].hypotheses[0]]
         outputs.append(vocabulary.decode_target(ids))
@@ -281,7 +287,7 @@ def test_train_init_from_the_imported_run(imported, tmp_path):
             "eval_every_steps": 4,
             "log_every_steps": 4,
         },
-        "checkpoints": {"every_minutes": None, "every_steps": 8, "average_last": None},
+        "checkpoints": {"every_minutes": None, "every_steps": 8, "average_last": 1},
         "verbose": 0,
     }
     (tmp_path / "tune.json").write_text(json.dumps(config))
@@ -295,7 +301,10 @@ def test_train_init_from_the_imported_run(imported, tmp_path):
     assert json.loads((tuned / "config.json").read_text()) == json.loads(
         (run / "config.json").read_text()
     )
-    assert Translator.load(str(tuned), compile=False).translate(SENTENCES[:1])[0]
+    # The tuned run translates with the imported vocabulary (its run folder's copy).
+    tuned_translator = Translator.load(str(tuned), compile=False)
+    assert tuned_translator.vocabulary == Translator.load(str(run), compile=False).vocabulary
+    assert len(tuned_translator.translate(SENTENCES)) == len(SENTENCES)
 
 
 def test_model_fields_in_a_tuning_config_are_refused(imported, tmp_path):

@@ -23,7 +23,7 @@ shared table and the target side's for a separate target table.
 
 Inside TensorFlow graphs (`tf.data` and exported SavedModels) `make_graph_tokenizer()` does
 the same with tensorflow-text's SentencePiece op, core string ops (the language token) and a
-constant lookup table (piece -> id), all of which stock TF Serving runs. One difference: the
+constant tables (SentencePiece id -> model id; the text of pieces only the table knows), all of which stock TF Serving runs. One difference: the
 graph does not split out literal `</s>`, `<unk>` or `<pad>` written inside a text.
 """
 
@@ -380,8 +380,8 @@ def _graph_tokenizer_class():
             self.target_spm = tensorflow_text.SentencepieceTokenizer(
                 model=vocabulary.target_proto, out_type=tf.string, name="target_spm"
             )
-            self.source_lookup = _lookup_table(vocabulary.source_table)
-            self.target_lookup = _lookup_table(vocabulary.target_table)
+            self.source_side = _side_tables(vocabulary.source_processor, vocabulary.source_table)
+            self.target_side = _side_tables(vocabulary.target_processor, vocabulary.target_table)
             self.source_unk = vocabulary.source_table[UNK_PIECE]
             self.target_unk = vocabulary.target_table[UNK_PIECE]
             size = max(vocabulary.target_table.values()) + 1
@@ -391,28 +391,32 @@ def _graph_tokenizer_class():
                 ["" if i in special else vocabulary.id_to_piece(i) for i in range(size)]
             )
 
-        def _tokenize(self, texts, spm, lookup, unk):
+        def _tokenize(self, texts, spm, side, unk):
             texts = tf.convert_to_tensor(texts, tf.string)
             # A leading ">>...<<" (up to the first "<<") is one token, as in Python.
             pattern = r"(?s)^(>>.*?<<)(.*)$"
             has_token = tf.strings.regex_full_match(texts, pattern)
             tokens = tf.strings.regex_replace(texts, pattern, r"\1")
             rest = tf.where(has_token, tf.strings.regex_replace(texts, pattern, r"\2"), texts)
-            ids = tf.cast(lookup.lookup(spm.tokenize(rest)), tf.int32)
-            ids = tf.ragged.map_flat_values(lambda v: tf.where(v < 0, unk, v), ids)
-            token_ids = tf.cast(lookup.lookup(tokens), tf.int32)
-            token_ids = tf.where(token_ids < 0, unk, token_ids)
+            pieces = spm.tokenize(rest)
+            spm_ids = spm.string_to_id(pieces.flat_values)
+            ids = tf.gather(side["by_spm_id"], spm_ids)
+            # A piece the model does not know (spm's unk, its text kept) may still be in the
+            # table, from the other side: look its text up there.
+            unknown = tf.where(tf.equal(spm_ids, side["spm_unk"]))
+            found = _match(tf.gather_nd(pieces.flat_values, unknown), side["extra"], unk)
+            ids = tf.tensor_scatter_nd_update(ids, unknown, found)
+            token_ids = _match(tf.boolean_mask(tokens, has_token), side["tokens"], unk)
             leading = tf.RaggedTensor.from_row_lengths(
-                tf.boolean_mask(token_ids, has_token),
-                tf.cast(has_token, ids.row_splits.dtype),
+                token_ids, tf.cast(has_token, pieces.row_splits.dtype)
             )
-            return tf.concat([leading, ids], axis=1)
+            return tf.concat([leading, pieces.with_flat_values(ids)], axis=1)
 
         def tokenize_source(self, texts):
-            return self._tokenize(texts, self.source_spm, self.source_lookup, self.source_unk)
+            return self._tokenize(texts, self.source_spm, self.source_side, self.source_unk)
 
         def tokenize_target(self, texts):
-            return self._tokenize(texts, self.target_spm, self.target_lookup, self.target_unk)
+            return self._tokenize(texts, self.target_spm, self.target_side, self.target_unk)
 
         def detokenize_target(self, ids):
             if not isinstance(ids, tf.RaggedTensor):
@@ -426,9 +430,35 @@ def _graph_tokenizer_class():
     return _MarianGraphTokenizer
 
 
-def _lookup_table(table):
+def _side_tables(processor, table):
+    """The constants one side's graph tokenization needs: `by_spm_id`, the model id of each
+    SentencePiece id's piece (unk where the table lacks it); `extra`, the table's pieces the
+    SentencePiece model lacks (looked up by text); `tokens`, its language tokens."""
     import tensorflow as tf
 
-    keys = tf.constant(list(table.keys()), tf.string)
-    values = tf.constant(list(table.values()), tf.int64)
-    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+    unk = table[UNK_PIECE]
+    own = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    extra = sorted(set(table) - set(own))
+    tokens = [piece for piece in table if piece.startswith(">>") and piece.endswith("<<")]
+    return {
+        "by_spm_id": tf.constant([table.get(piece, unk) for piece in own], tf.int32),
+        "spm_unk": processor.unk_id(),
+        "extra": (tf.constant(extra, tf.string), tf.constant([table[p] for p in extra], tf.int32)),
+        "tokens": (
+            tf.constant(tokens, tf.string),
+            tf.constant([table[p] for p in tokens], tf.int32),
+        ),
+    }
+
+
+def _match(strings, keys_and_ids, default):
+    """The id of each of `strings` `[n]` among `keys_and_ids` (`[k]` strings, `[k]` ids), or
+    `default`: an elementwise comparison, cheap for the few strings it gets."""
+    import tensorflow as tf
+
+    keys, ids = keys_and_ids
+    keys = tf.concat([keys, tf.constant([""])], 0)  # never matched: a non-empty k for argmax
+    ids = tf.concat([ids, tf.constant([default], tf.int32)], 0)
+    equal = tf.equal(tf.expand_dims(strings, 1), tf.expand_dims(keys, 0))
+    index = tf.argmax(tf.cast(equal, tf.int32), axis=1, output_type=tf.int32)
+    return tf.where(tf.reduce_any(equal, axis=1), tf.gather(ids, index), default)
