@@ -135,10 +135,10 @@ def test_translator_accepts_the_bounds(translator, vocabulary_path):
 def test_the_length_penalty_is_one_of_its_forms():
     check_decoding_settings(length_penalty="gnmt")
     check_decoding_settings(length_penalty="power")
-    message = 'length_penalty="linear" is not a choice: it must be one of gnmt, power'
+    message = "length_penalty=linear is not a choice: it must be one of gnmt, power"
     with pytest.raises(UserInputError, match=f"^{message}$"):
         check_decoding_settings(length_penalty="linear")
-    with pytest.raises(UserInputError, match='^--length-penalty="GNMT" is not a choice'):
+    with pytest.raises(UserInputError, match="^--length-penalty=GNMT is not a choice"):
         check_decoding_settings(
             length_penalty="GNMT", labels={"length_penalty": "--length-penalty"}
         )
@@ -148,13 +148,13 @@ def test_the_length_penalty_is_one_of_its_forms():
 TRANSLATOR_CASES = [
     (
         {"search": "viterbi"},
-        'search="viterbi" is not a choice: it must be one of beam, greedy, sample',
-        '--search="viterbi" is not a choice: it must be one of beam, greedy, sample',
+        "search=viterbi is not a choice: it must be one of beam, greedy, sample",
+        "--search=viterbi is not a choice: it must be one of beam, greedy, sample",
     ),
     (
         {"on_too_long": "wrap"},
-        'on_too_long="wrap" is not a choice: it must be one of truncate, error',
-        '--on-too-long="wrap" is not a choice: it must be one of truncate, error',
+        "on_too_long=wrap is not a choice: it must be one of truncate, error",
+        "--on-too-long=wrap is not a choice: it must be one of truncate, error",
     ),
     (
         {"batch_size": 0},
@@ -187,8 +187,8 @@ TRANSLATOR_CASES = [
     ),
     (
         {"length_penalty": "linear"},
-        'length_penalty="linear" is not a choice: it must be one of gnmt, power',
-        '--length-penalty="linear" is not a choice: it must be one of gnmt, power',
+        "length_penalty=linear is not a choice: it must be one of gnmt, power",
+        "--length-penalty=linear is not a choice: it must be one of gnmt, power",
     ),
 ]
 

@@ -68,6 +68,6 @@ def test_each_request_chooses_its_length_penalty():
         assert found["output_ids"].numpy()[0, 0, : len(ids)].tolist() == ids
         np.testing.assert_allclose(found["scores"].numpy()[0, 0], score, atol=1e-5)
     assert translate_ids(source)["output_ids"].numpy()[0, 0, :2].tolist() == [4, EOS]  # default
-    message = 'length_penalty="linear" is not a choice: it must be one of gnmt, power'
+    message = "length_penalty=linear is not a choice: it must be one of gnmt, power"
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         translate_ids(source, length_penalty=tf.constant("linear"))

@@ -427,6 +427,7 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
         assert sorted(signature.defaults) == [
             "alpha",
             "beam_size",
+            "length_penalty",
             "max_extra_length",
             "num_hypotheses",
         ]
@@ -437,14 +438,18 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
         for key in signature.defaults:
             feed[signature.inputs[key].name] = tf.make_ndarray(signature.defaults[key])
         served = session.run(signature.outputs["translation"].name, feed_dict=feed)
-        # serving_default keeps its inputs: requests that worked before work unchanged.
-        assert sorted(meta.signature_def["serving_default"].inputs) == [
+        # serving_default takes no prefix, and every setting has a default: requests that
+        # worked before work unchanged.
+        default = meta.signature_def["serving_default"]
+        assert sorted(default.inputs) == [
             "alpha",
             "beam_size",
+            "length_penalty",
             "max_extra_length",
             "num_hypotheses",
             "text",
         ]
+        assert sorted(default.defaults) == sorted(set(default.inputs) - {"text"})
     translator = Translator(char_model, vocabulary_path, **SERVING_DEFAULTS)
     expected = translator.translate(SERVED_TEXTS, target_prefix=SERVED_PREFIXES)
     assert [t.decode() for t in served] == expected

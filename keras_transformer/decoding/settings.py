@@ -160,11 +160,9 @@ def check_decoding_settings(
 def _choice(name, value, choices, labels):
     """Raises `UserInputError` unless `value` is one of `choices` (`MESSAGE_CHOICE`)."""
     if value not in choices:
-        # A string in double quotes, as the exported graph's tf.strings.format writes one.
-        shown = f'"{value}"' if isinstance(value, str) else value
         raise UserInputError(
             MESSAGE_CHOICE.format(
-                name=labels.get(name, name), value=shown, choices=", ".join(choices)
+                name=labels.get(name, name), value=value, choices=", ".join(choices)
             )
         )
 

@@ -281,10 +281,12 @@ class ServingFunctions:
             checks.append(tf.debugging.Assert(valid, [message]))
         choices = CHOICES["length_penalty"]
         known = tf.reduce_any(tf.equal(length_penalty, tf.constant(choices)))
-        message = MESSAGE_CHOICE.format(
-            name="length_penalty", value="{}", choices=", ".join(choices)
-        )
-        checks.append(tf.debugging.Assert(known, [tf.strings.format(message, [length_penalty])]))
+        # Joined, not tf.strings.format, which would quote the string.
+        before, after = MESSAGE_CHOICE.format(
+            name="length_penalty", value="\0", choices=", ".join(choices)
+        ).split("\0")
+        message = tf.strings.join([before, length_penalty, after])
+        checks.append(tf.debugging.Assert(known, [message]))
         with tf.control_dependencies(checks):
             power = tf.equal(length_penalty, "power")
             return [tf.identity(value) for value in (*values.values(), power)]
