@@ -167,6 +167,7 @@ class TrainedSides:
             alpha=tf.constant(COMPARED_ALPHA, tf.float32),
             max_extra_length=tf.constant(MAX_EXTRA_LENGTH, tf.int32),
             num_hypotheses=tf.constant(1, tf.int32),
+            length_penalty=tf.constant("gnmt"),
         )
 
         def translate(lines):

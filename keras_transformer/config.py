@@ -27,6 +27,9 @@ from typing import Literal
 
 from keras_transformer.errors import UserInputError
 
+# Feed-forward activations (Keras names): the paper's, and those of OPUS-MT and BERT-like models.
+ACTIVATIONS = ("relu", "swish", "gelu")
+
 # Fixed ids shared by the vocabulary, the data pipeline, the model and decoding.
 PAD_ID = 0
 UNK_ID = 1
@@ -60,12 +63,20 @@ class TransformerConfig:
         norm_position: "post" is the paper's LayerNorm(x + Dropout(Sublayer(x))) (5.4);
             "pre" is x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm per stack.
         attention_dropout: dropout on attention weights (not in the paper: default 0).
-        relu_dropout: dropout after the feed-forward ReLU (not in the paper: default 0).
+        relu_dropout: dropout after the feed-forward activation (not in the paper: default 0).
         layer_norm_epsilon: epsilon of every LayerNorm (the paper does not state it; 1e-6 as in
             tensor2tensor).
-        pad_id: the padding token's id, fixed in the vocabulary (0).
-        bos_id: the beginning-of-sentence token's id, which starts every decoder input (2).
-        eos_id: the end-of-sentence token's id, which ends every sequence (3).
+        activation: the feed-forward network's inner activation: "relu" (3.3, the paper),
+            "swish" (x * sigmoid(x), also called SiLU) or "gelu" (the exact, erf form).
+        output_bias: add a trainable bias, one value per vocabulary entry, to the output logits
+            (not in the paper; Marian's and OPUS-MT's `final_logits_bias`).
+        pad_id: the padding token's id (0 in the project's vocabularies).
+        bos_id: the token that starts every decoder input (2). It may equal `pad_id`, as in
+            OPUS-MT models, which start decoding from pad: the decoder never masks its input
+            by pad (its self-attention is causal only).
+        eos_id: the end-of-sentence token's id, which ends every sequence (3); it must differ
+            from `pad_id` and `bos_id`.
+        unk_id: the unknown token's id (1), for vocabularies that map unseen pieces to it.
     """
 
     vocab_size: int = 37000
@@ -84,9 +95,12 @@ class TransformerConfig:
     attention_dropout: float = 0.0
     relu_dropout: float = 0.0
     layer_norm_epsilon: float = 1e-6
+    activation: Literal["relu", "swish", "gelu"] = "relu"
+    output_bias: bool = False
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
 
     def __post_init__(self):
         _validate(self)
@@ -165,7 +179,8 @@ class TransformerConfig:
         Per attention block: Q, K projections d_model x h*d_k, V projection d_model x h*d_v,
         output projection h*d_v x d_model, each with a bias. Feed-forward: two dense layers
         with biases. LayerNorm: gamma and beta. The embedding matrix is vocab x d_model, once
-        per untied use; learned positions add max_length x d_model to each stack.
+        per untied use; learned positions add max_length x d_model to each stack; the output
+        bias adds vocab_size.
         """
         d, h = self.d_model, self.num_heads
         attention = (d * h * self.key_dim + h * self.key_dim) * 2
@@ -177,6 +192,8 @@ class TransformerConfig:
         decoder_layer = 2 * attention + feed_forward + 3 * norm
         total = self.num_layers * (encoder_layer + decoder_layer)
         embedding = self.vocab_size * d
+        if self.output_bias:
+            total += self.vocab_size
         total += {"all": 1, "target": 2, "none": 3}[self.shared_embeddings] * embedding
         if self.positional == "learned":
             total += 2 * self.max_length * d  # one table for the encoder, one for the decoder
@@ -206,17 +223,27 @@ def _validate(config):
         value = getattr(config, field)
         if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             fail(field, "must be a number in [0, 1)")
+    if not isinstance(config.output_bias, bool):
+        fail("output_bias", "must be true or false")
     choices = {
         "positional": ("sinusoidal", "learned"),
         "shared_embeddings": ("all", "target", "none"),
         "norm_position": ("post", "pre"),
+        "activation": ACTIVATIONS,
     }
     for field, allowed in choices.items():
         if getattr(config, field) not in allowed:
             fail(field, f"must be one of {allowed}")
-    ids = (config.pad_id, config.bos_id, config.eos_id)
-    if len(set(ids)) != 3 or min(ids) < 0 or max(ids) >= config.vocab_size:
-        fail("vocab_size", f"pad/bos/eos ids {ids} must be distinct and below vocab_size")
+    for field in ("pad_id", "bos_id", "eos_id", "unk_id"):
+        value = getattr(config, field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            fail(field, "must be a non-negative integer")
+        if value >= config.vocab_size:
+            fail(field, f"must be below vocab_size={config.vocab_size}")
+    # Decoding stops at eos and forbids pad and bos: eos must be neither.
+    for field in ("pad_id", "bos_id"):
+        if getattr(config, field) == config.eos_id:
+            fail("eos_id", f"must differ from {field}={getattr(config, field)}")
 
 
 # -- presets -----------------------------------------------------------------------------------

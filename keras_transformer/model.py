@@ -7,6 +7,7 @@ from keras_transformer.config import TransformerConfig
 from keras_transformer.layers.decoder import TransformerDecoder
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import TransformerEncoder, padding_mask
+from keras_transformer.layers.output_bias import OutputBias
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -15,7 +16,8 @@ class Transformer(keras.Model):
 
     Inputs are `source_ids` `[batch, source_length]` and `target_ids` `[batch, target_length]`
     (the decoder input: the target shifted right, starting with bos), int32, padded with
-    `config.pad_id`; the output is float32 logits `[batch, target_length, vocab_size]`.
+    `config.pad_id`; the output is float32 logits `[batch, target_length, vocab_size]`,
+    with `output_bias` (`config.output_bias`) added where the model has one.
 
     Besides the functional graph used by `fit`, the model exposes the pieces decoding needs:
     `encode`, `decode`, `init_cache` and `decode_step` (incremental decoding over a
@@ -62,6 +64,7 @@ class Transformer(keras.Model):
             relu_dropout=config.relu_dropout,
             norm_position=config.norm_position,
             layer_norm_epsilon=config.layer_norm_epsilon,
+            activation=config.activation,
             positional=config.positional,
             max_length=config.max_length,
             dtype=dtype,
@@ -84,6 +87,10 @@ class Transformer(keras.Model):
             embedding("output_projection")
             if config.shared_embeddings == "none"
             else self.target_embedding
+        )
+        # Marian's `final_logits_bias`; float32, added to the float32 logits.
+        self.output_bias_layer = (
+            OutputBias(config.vocab_size, name="output_bias") if config.output_bias else None
         )
         self.encoder = TransformerEncoder(**stack_args, name="encoder")
         self.decoder = TransformerDecoder(**stack_args, name="decoder")
@@ -118,8 +125,18 @@ class Transformer(keras.Model):
 
     def _decode(self, target_ids, memory, memory_mask, training):
         hidden = self.decoder_states(target_ids, memory, memory_mask, training)
-        # Logits in float32 whatever the compute dtype: softmax and loss need the range.
-        return ops.cast(self.output_projection(hidden, reverse=True), "float32")
+        return self._logits(self.output_projection(hidden, reverse=True))
+
+    def _logits(self, projected):
+        """Float32 logits from the pre-softmax projection's output (whatever the compute
+        dtype: softmax and loss need the range), with the output bias where there is one."""
+        logits = ops.cast(projected, "float32")
+        return logits if self.output_bias_layer is None else self.output_bias_layer(logits)
+
+    @property
+    def output_bias(self):
+        """The output bias `[vocab_size]` float32 variable (`config.output_bias`), or None."""
+        return None if self.output_bias_layer is None else self.output_bias_layer.bias
 
     def decoder_states(self, target_ids, memory, memory_mask, training=False):
         """The decoder stack's output `[batch, target_length, d_model]` (compute dtype), the
@@ -222,7 +239,7 @@ class Transformer(keras.Model):
             logits = self.output_projection(hidden[:, -1, :], reverse=True)
         else:
             logits = ops.matmul(hidden[:, -1, :], output_kernel)
-        return ops.cast(logits, "float32"), cache
+        return self._logits(logits), cache
 
     def get_config(self):
         dtype = self._dtype_argument

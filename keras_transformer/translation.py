@@ -35,12 +35,14 @@ import collections
 import contextlib
 import contextvars
 import copy
+import inspect
 import os
 import warnings
 
 import keras
 import numpy as np
 
+from keras_transformer.data.marian_vocabulary import FILES as MARIAN_FILES
 from keras_transformer.data.vocabulary import SubwordVocabulary, load_vocabulary
 from keras_transformer.decoding import (
     BeamSearch,
@@ -60,18 +62,27 @@ from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.precision import check_precision, with_precision
 from keras_transformer.decoding.scoring import score_targets
-from keras_transformer.decoding.settings import check_decoding_settings
+from keras_transformer.decoding.settings import (
+    SEARCHES,  # noqa: F401  (importable from here, as before)
+    TOO_LONG_POLICIES,  # noqa: F401
+    check_decoding_settings,
+    check_translator_settings,
+)
 from keras_transformer.errors import InputWarning, UserInputError
 
 # Run folders are defined (and their models found and loaded) in runs/, which
 # imports without TensorFlow; the names stay importable from here.
+from keras_transformer.runs.decoding import (
+    DECODING_FILE,
+    SETTINGS,
+    run_folder_of,
+    with_decoding_defaults,
+)
 from keras_transformer.runs.models import find_model_files, load_model  # noqa: F401
 
 # The translation-side name of the one vocabulary class, kept for existing callers.
 SentencePieceVocabulary = SubwordVocabulary
 
-SEARCHES = ("beam", "greedy", "sample")
-TOO_LONG_POLICIES = ("truncate", "error")
 # Source batches are padded to a multiple of this length, so that a compiled search is
 # traced for a few shapes only.
 LENGTH_MULTIPLE = 8
@@ -124,6 +135,10 @@ def _input_name(index):
     return f"line {first_line + index} of {name}"
 
 
+# The search settings a run's decoding.json may set (keras_transformer.runs.decoding).
+DECODING_SETTINGS = tuple(SETTINGS.values())
+
+
 # -- the translator -----------------------------------------------------------------------------
 
 
@@ -136,7 +151,10 @@ class Translator:
             `SentencePieceTokenizer`, or any object with `encode(text) -> ids` and
             `decode(ids) -> text`.
         beam_size: hypotheses kept per sentence (paper: 4).
-        alpha: length penalty (paper: 0.6).
+        alpha: length penalty strength (paper: 0.6).
+        length_penalty: "gnmt" (((5 + |Y|) / 6) ** alpha, the paper's) or "power"
+            (|Y| ** alpha, as Marian, OPUS-MT and Hugging Face;
+            `keras_transformer.decoding.length_penalty`).
         max_extra_length: output tokens beyond the source length (paper: 50).
         num_hypotheses: 1 returns strings; n > 1 returns n-best lists of `(text, score)`.
         search: "beam" (default), "greedy" or "sample".
@@ -183,23 +201,24 @@ class Translator:
         ensemble_combine="log_probs",
         batch_tokens=None,
         jit_compile=False,
+        length_penalty="gnmt",
     ):
-        if search not in SEARCHES:
-            raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
-        if on_too_long not in TOO_LONG_POLICIES:
-            raise ValueError(f"on_too_long must be one of {TOO_LONG_POLICIES}, got {on_too_long!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        check_decoding_settings(
+        check_translator_settings(
+            search=search,
             beam_size=beam_size,
             alpha=alpha,
             max_extra_length=max_extra_length,
             num_hypotheses=num_hypotheses,
+            length_penalty=length_penalty,
+            top_k=top_k,
+            temperature=temperature,
             top_p=top_p,
+            batch_size=batch_size,
             batch_tokens=batch_tokens,
+            on_too_long=on_too_long,
+            compile=compile,
+            jit_compile=jit_compile,
         )
-        if search != "beam" and num_hypotheses != 1:
-            raise ValueError(f"num_hypotheses > 1 needs search='beam', got search={search!r}")
         if isinstance(model, (list, tuple)):
             self.decoder = EnsembleDecoder(model, combine=ensemble_combine)
         else:
@@ -217,7 +236,10 @@ class Translator:
                 f"{self.decoder.vocab_size}: use the vocabulary the model was trained with"
             )
         self.search = search
-        self.beam_search = BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses)
+        self.beam_search = BeamSearch(
+            beam_size, alpha, max_extra_length, num_hypotheses, length_penalty=length_penalty
+        )
+        self.length_penalty = length_penalty
         self.num_hypotheses = num_hypotheses  # the default n-best of `translate`
         self.max_extra_length = max_extra_length
         self.alpha = alpha
@@ -228,10 +250,6 @@ class Translator:
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
         self._compile_enabled = compile
-        if not isinstance(jit_compile, bool):
-            raise ValueError(f"jit_compile must be True or False, got {jit_compile!r}")
-        if jit_compile and not compile:
-            raise ValueError("jit_compile=True compiles the search: it needs compile=True")
         self._jit_compile = jit_compile
         self._compiled = self._compile_search(self.decoder)
         self._compiled_score = None  # compiled on the first `score` call
@@ -243,17 +261,25 @@ class Translator:
         Args:
             path: see the module docstring; a list of paths makes an ensemble.
             vocabulary: the `.model` file (or a `SubwordVocabulary`); default: the one the
-                model carries, else `vocab.model` beside it.
+                model carries, else `vocab.model` beside it (an imported model's
+                `source.spm`, `target.spm` and `vocab.json`).
             average_last: average the run's last N checkpoints (paper 6.1: 5 base, 20 big).
             precision: "float32", or "bf16" to decode with the weights cast to bfloat16 (on
                 a CPU with AVX512-BF16 or AMX; `keras_transformer.decoding.precision`).
-            **options: `Translator` arguments (beam_size, alpha, ...).
+            **options: `Translator` arguments (beam_size, alpha, ...); a search setting left
+                out (or None) takes the run's `decoding.json` value where it has one (an
+                imported model's published settings), else `Translator`'s default.
 
         Example:
         >>> translator = Translator.load("runs/ende", beam_size=4, alpha=0.6)
         """
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
-        check_precision(precision)  # before the (slow) load
+        # Before the (slow) load.
+        check_precision(precision)
+        given = {name: options.pop(name, None) for name in DECODING_SETTINGS}
+        options.update(with_decoding_defaults(paths[0], given, {}))
+        settings = inspect.signature(check_translator_settings).parameters
+        check_translator_settings(**{k: v for k, v in options.items() if k in settings})
         models, found = [], []
         for one_path in paths:
             model, files = load_model(one_path, average_last=average_last)
@@ -291,7 +317,7 @@ class Translator:
             if not text.strip():
                 encoded.append(None)
                 continue
-            ids = list(self.vocabulary.encode(text))
+            ids = self._pieces(text, "source")
             if len(ids) + 1 > self.max_source_length:
                 message = (
                     f"{_input_name(index)} has {len(ids) + 1} tokens (eos included), more "
@@ -366,7 +392,7 @@ class Translator:
             if source is None or not prefix.strip():
                 prefixes.append([])
                 continue
-            ids = list(self.vocabulary.encode(prefix))
+            ids = self._pieces(prefix, "target")
             cap = min(len(source) + self.max_extra_length, self.max_source_length)
             if len(ids) >= cap:
                 raise UserInputError(
@@ -391,7 +417,12 @@ class Translator:
     def _search(self, source_ids, noise=None, prefix_ids=None):
         if self.search == "greedy":
             result = greedy_search(
-                self.decoder, source_ids, self.max_extra_length, self.alpha, prefix_ids=prefix_ids
+                self.decoder,
+                source_ids,
+                self.max_extra_length,
+                self.alpha,
+                prefix_ids=prefix_ids,
+                length_penalty=self.length_penalty,
             )
         elif self.search == "sample":
             result = sample(
@@ -404,6 +435,7 @@ class Translator:
                 alpha=self.alpha,
                 top_p=self.top_p,
                 prefix_ids=prefix_ids,
+                length_penalty=self.length_penalty,
             )
         else:
             result = self.beam_search(self.decoder, source_ids, prefix_ids)
@@ -444,7 +476,16 @@ class Translator:
         ids = [int(t) for t in ids[:length]]
         if ids and ids[-1] == self.decoder.eos_id:
             ids = ids[:-1]
-        return self.vocabulary.decode(ids)
+        decode = getattr(self.vocabulary, "decode_target", None) or self.vocabulary.decode
+        return decode(ids)
+
+    def _pieces(self, text, side):
+        """The ids of one text's pieces (no eos), by the vocabulary's model for `side`
+        ("source" or "target"): an imported model's vocabulary has one per side."""
+        encode = getattr(self.vocabulary, f"encode_{side}", None)
+        if encode is None:  # a stand-in with encode/decode only
+            return list(self.vocabulary.encode(text))
+        return list(encode(text, add_eos=False))
 
     def translate(self, texts, num_hypotheses=None, return_alignments=False, target_prefix=None):
         """Translates a list of strings (or one string).
@@ -495,6 +536,7 @@ class Translator:
                     search.max_extra_length,
                     n_best,
                     search.min_length,
+                    search.length_penalty,
                 )
                 self._compiled = self._compile_search(self.decoder)
         encoded = self._encode(texts)
@@ -569,7 +611,7 @@ class Translator:
                 raise TypeError(
                     f"{_target_name(index)} is {type(text).__name__}, not str: {text!r:.60}"
                 )
-            ids = list(self.vocabulary.encode(text)) + [self.decoder.eos_id]
+            ids = self._pieces(text, "target") + [self.decoder.eos_id]
             if len(ids) > self.max_source_length:
                 raise UserInputError(
                     f"{_target_name(index)} has {len(ids)} tokens (eos included), more than the "
@@ -624,11 +666,12 @@ def translate(
     texts,
     model,
     vocabulary=None,
-    beam_size=4,
-    alpha=0.6,
-    max_extra_length=50,
+    beam_size=None,
+    alpha=None,
+    max_extra_length=None,
     num_hypotheses=1,
     target_prefix=None,
+    length_penalty=None,
     **options,
 ):
     """Translates `texts` with beam search (paper 6.1: beam 4, alpha 0.6, input length + 50).
@@ -638,8 +681,11 @@ def translate(
         model: a `Translator`, a path (run folder, `.keras` file, checkpoint prefix), or a
             `Transformer` (then `vocabulary` is required).
         vocabulary: the SentencePiece `.model` (default: `vocab.model` beside the model).
-        beam_size, alpha, max_extra_length, num_hypotheses: the search (ignored when `model`
-            is a `Translator`, which has its own settings, except `num_hypotheses`).
+        beam_size, alpha, max_extra_length, num_hypotheses, length_penalty: the search
+            (ignored when `model` is a `Translator`, which has its own settings, except
+            `num_hypotheses`); `length_penalty` is "gnmt" (the paper's) or "power". Left out,
+            the run's `decoding.json` settings where a path's run has them, else the paper's
+            (beam 4, alpha 0.6, gnmt, max_extra_length 50).
         target_prefix: one string per text that its translation must start with ("" for
             none), as `Translator.translate`.
         **options: other `Translator` arguments (`batch_size`, `batch_tokens`, ...).
@@ -659,10 +705,14 @@ def translate(
     if isinstance(model, Translator):
         translator = model
     else:
-        settings = dict(
+        search = dict(
             beam_size=beam_size,
             alpha=alpha,
             max_extra_length=max_extra_length,
+            length_penalty=length_penalty,
+        )
+        settings = dict(
+            {name: value for name, value in search.items() if value is not None},
             num_hypotheses=max(num_hypotheses, 1),
             **options,
         )
@@ -715,8 +765,12 @@ def _load_key(path, vocabulary, settings):
     files = find_model_files(path)
     model_file = files["model"] + (".index" if files["kind"] == "checkpoint" else "")
     stamps = []
-    for name in (model_file, files["config"], files["vocabulary"], vocabulary):
-        if name is not None:
+    names = [model_file, files["config"], files["vocabulary"], vocabulary]
+    names.append(os.path.join(run_folder_of(path), DECODING_FILE))
+    if files["vocabulary"] is not None and os.path.isdir(files["vocabulary"]):
+        names += [os.path.join(files["vocabulary"], name) for name in MARIAN_FILES]
+    for name in names:
+        if name is not None and os.path.isfile(name):
             status = os.stat(name)
             stamps.append((os.path.abspath(name), status.st_size, status.st_mtime_ns))
     return tuple(stamps), frozen

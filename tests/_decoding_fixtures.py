@@ -110,6 +110,17 @@ def second_hypothesis_later_table():
     return markov_table(8, {BOS: {4: 0.99}, 4: {EOS: 0.9, 5: 0.09}, 5: {5: 0.7, EOS: 0.29}})
 
 
+def power_prefers_longer_table():
+    """A Markov table (vocab 8) with two outputs: "4 eos", log P = ln 0.55 + ln 0.99, and
+    "6 7 eos", log P = ln 0.45 + 2 ln 0.999. By log P, and by the GNMT penalty at alpha 1
+    (lp 7/6 and 8/6), "4 eos" ranks first; by the power penalty at alpha 1 (lp 2 and 3),
+    "6 7 eos" does. After step 1 "4 eos" is final and "6 7" alive with -0.80: -0.80 / 2
+    (its current length) is below -0.61 / 2, -0.80 / lp(cap) is not."""
+    return markov_table(
+        8, {BOS: {4: 0.55, 6: 0.45}, 4: {EOS: 0.99}, 6: {7: 0.999}, 7: {EOS: 0.999}}
+    )
+
+
 SENTENCES = [
     "the cat sat on the mat",
     "a dog",

@@ -22,6 +22,7 @@ from tests._decoding_fixtures import (
     MarkovDecoder,
     full_log_probs,
     markov_table,
+    power_prefers_longer_table,
     sequence_log_prob,
     tiny_model,
 )
@@ -218,7 +219,44 @@ def test_ensemble_averages_log_probs_of_its_members():
     assert abs(ops.convert_to_numpy(log_probs)[0, X] - math.log(0.4)) < 1e-6
 
 
+@pytest.mark.usefixtures("python_loops")
+def test_power_penalty_ranks_by_log_prob_over_length_to_the_alpha():
+    # The table's two outputs, by hand: "4 eos" log P = ln 0.55 + ln 0.99 = -0.6079,
+    # |Y| 2; "6 7 eos" log P = ln 0.45 + 2 ln 0.999 = -0.8005, |Y| 3 (eos counted, bos not).
+    short = ([4, EOS], math.log(0.55) + math.log(0.99))
+    long = ([6, 7, EOS], math.log(0.45) + 2 * math.log(0.999))
+    cases = {
+        ("power", 1.0): [(long, 3.0), (short, 2.0)],  # -0.2668 > -0.3040
+        ("gnmt", 1.0): [(short, 7 / 6), (long, 8 / 6)],  # -0.5211 > -0.6004
+        ("power", 0.0): [(short, 1.0), (long, 1.0)],  # raw log P
+        ("power", 0.5): [(short, 2**0.5), (long, 3**0.5)],  # -0.4299 > -0.4622
+    }
+    for (form, alpha), expected in cases.items():
+        search = BeamSearch(
+            beam_size=2, alpha=alpha, max_extra_length=5, num_hypotheses=2, length_penalty=form
+        )
+        found = hypotheses(search(MarkovDecoder(power_prefers_longer_table()), SOURCE), 0)
+        assert [ids for ids, _, _ in found] == [ids for (ids, _), _ in expected], (form, alpha)
+        for (_, log_prob, score), ((_, expected_log_prob), penalty) in zip(found, expected):
+            assert abs(log_prob - expected_log_prob) < 1e-5
+            assert abs(score - expected_log_prob / penalty) < 1e-5
+
+
+@pytest.mark.usefixtures("python_loops")
+def test_power_penalty_early_exit_bounds_at_the_cap_not_at_the_current_length():
+    # After step 1, "4 eos" is final (-0.6079 / 2 = -0.3040) and "6 7" alive at -0.8005:
+    # bounded at its current length, -0.8005 / 2 = -0.4003, it could not win, but it grows
+    # to "6 7 eos" (-0.2668). The bound at the cap (10), -0.8005 / 10, keeps it going.
+    decoder = MarkovDecoder(power_prefers_longer_table())
+    search = BeamSearch(beam_size=2, alpha=1.0, max_extra_length=5, length_penalty="power")
+    ids, _, score = hypotheses(search(decoder, SOURCE), 0)[0]
+    assert ids == [6, 7, EOS] and abs(score - (math.log(0.45) + 2 * math.log(0.999)) / 3) < 1e-5
+    assert decoder.steps == 3  # then the bound, about -0.9 / 10, is below -0.2668: done
+
+
 def test_invalid_settings_are_rejected():
+    with pytest.raises(ValueError, match="length_penalty.*'linear'"):
+        BeamSearch(length_penalty="linear")
     for kwargs in (
         {"beam_size": 0},
         {"num_hypotheses": 5},

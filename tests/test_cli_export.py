@@ -49,6 +49,7 @@ def test_export_writes_name_version_and_translates(run_folder, tmp_path, capsys)
             "alpha": 0.6,
             "max_extra_length": 4,
             "num_hypotheses": 1,
+            "length_penalty": "gnmt",
         }
     texts = SENTENCES[:4]
     loaded = tf.saved_model.load(str(path))  # kept: its functions need its variables alive
@@ -137,7 +138,8 @@ def test_bad_input_is_one_line_and_exit_code_2(run_folder, tmp_path, capsys):
         == 2
     )
     assert (
-        "--beam-size=4 (the beam of a request that names none; default 4) is above "
+        "--beam-size=4 (the beam of a request that names none; default: the run's "
+        "decoding.json, else 4) is above "
         "--max-beam-size=2: lower --beam-size or raise --max-beam-size" in _error_line(capsys)
     )
     # Nothing was written by the failed exports.

@@ -61,6 +61,19 @@ def test_translate_stdin_to_stdout_n_best(run_folder, monkeypatch, capsys):
     assert scores[0] >= scores[1] and scores[2] >= scores[3]
 
 
+def test_length_penalty_flag_picks_the_form(run_folder, monkeypatch, capsys):
+    flags = ["--n-best", "2", "--max-extra-length", "3", "--alpha", "1.5"]
+    monkeypatch.setattr("sys.stdin", stdin_of("a dog\n"))
+    assert main(["translate", "--model", str(run_folder), "--length-penalty", "power", *flags]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = Translator.load(
+        str(run_folder), num_hypotheses=2, max_extra_length=3, alpha=1.5, length_penalty="power"
+    ).translate(["a dog"])[0]
+    assert [line.split(" ||| ")[1] for line in lines] == [text for text, _ in expected]
+    scores = [float(line.split(" ||| ")[2]) for line in lines]
+    assert scores == pytest.approx([score for _, score in expected], abs=1e-4)
+
+
 def test_translate_errors_are_one_line(run_folder, tmp_path, capsys):
     assert main(["translate", "--model", str(tmp_path / "none")]) == 2
     assert "cannot load a model" in capsys.readouterr().err

@@ -72,6 +72,24 @@ def test_bad_values_give_clear_errors():
         TransformerConfig(d_model=30, num_heads=4)
     with pytest.raises(UserInputError, match="norm_position"):
         TransformerConfig(norm_position="middle")
+    with pytest.raises(UserInputError, match=r"activation='tanh'.*relu.*swish.*gelu"):
+        TransformerConfig(activation="tanh")
+
+
+def test_special_ids_eos_apart_from_pad_and_bos_all_below_vocab_size():
+    # OPUS-MT: eos 0, unk 1, pad last, and decoding starts from pad (bos == pad).
+    opus = TransformerConfig(vocab_size=100, eos_id=0, unk_id=1, pad_id=99, bos_id=99)
+    assert (opus.pad_id, opus.bos_id, opus.eos_id, opus.unk_id) == (99, 99, 0, 1)
+    assert TransformerConfig().unk_id == 1
+    with pytest.raises(UserInputError, match="eos_id=0: must differ from pad_id=0"):
+        TransformerConfig(vocab_size=100, pad_id=0, bos_id=2, eos_id=0)
+    with pytest.raises(UserInputError, match="eos_id=2: must differ from bos_id=2"):
+        TransformerConfig(vocab_size=100, bos_id=2, eos_id=2)
+    for field in ("pad_id", "bos_id", "eos_id", "unk_id"):
+        with pytest.raises(UserInputError, match=f"{field}=100: must be below vocab_size=100"):
+            TransformerConfig(vocab_size=100, **{field: 100})
+    with pytest.raises(UserInputError, match="unk_id=-1: must be a non-negative integer"):
+        TransformerConfig(unk_id=-1)
 
 
 def test_a_preset_under_new_dims_keeps_d_k_and_d_v_at_d_model_over_h():

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from keras_transformer.decoding.settings import check_decoding_settings
+from keras_transformer.decoding.settings import check_decoding_settings, check_translator_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import Translator, translate
 from tests._decoding_fixtures import tiny_model, train_char_vocabulary
@@ -130,3 +130,87 @@ def test_translator_accepts_the_bounds(translator, vocabulary_path):
             translator.model, vocabulary_path, beam_size=1, **{"max_extra_length": 3, **settings}
         ).translate(["a dog"])
         assert isinstance(result[0], str)
+
+
+def test_the_length_penalty_is_one_of_its_forms():
+    check_decoding_settings(length_penalty="gnmt")
+    check_decoding_settings(length_penalty="power")
+    message = "length_penalty=linear is not a choice: it must be one of gnmt, power"
+    with pytest.raises(UserInputError, match=f"^{message}$"):
+        check_decoding_settings(length_penalty="linear")
+    with pytest.raises(UserInputError, match="^--length-penalty=GNMT is not a choice"):
+        check_decoding_settings(
+            length_penalty="GNMT", labels={"length_penalty": "--length-penalty"}
+        )
+
+
+# (Translator settings, the error's text, the same setting given as `translate` flags).
+TRANSLATOR_CASES = [
+    (
+        {"search": "viterbi"},
+        "search=viterbi is not a choice: it must be one of beam, greedy, sample",
+        "--search=viterbi is not a choice: it must be one of beam, greedy, sample",
+    ),
+    (
+        {"on_too_long": "wrap"},
+        "on_too_long=wrap is not a choice: it must be one of truncate, error",
+        "--on-too-long=wrap is not a choice: it must be one of truncate, error",
+    ),
+    (
+        {"batch_size": 0},
+        "batch_size=0 is out of range: it must be an integer of at least 1",
+        "--batch-size=0 is out of range: it must be an integer of at least 1",
+    ),
+    (
+        {"search": "sample", "temperature": 0.0},
+        "temperature=0.0 is out of range: it must be a finite number > 0",
+        "--temperature=0.0 is out of range: it must be a finite number > 0",
+    ),
+    (
+        {"search": "sample", "top_k": -1},
+        "top_k=-1 is out of range: it must be an integer of at least 0",
+        "--top-k=-1 is out of range: it must be an integer of at least 0",
+    ),
+    (
+        {"jit_compile": True, "compile": False},
+        "jit_compile=True compiles the search with XLA, compile=False runs it eagerly: give "
+        "one of them",
+        "--jit-compile compiles the search with XLA, --no-compile runs it eagerly: give one "
+        "of them",
+    ),
+    (
+        {"search": "greedy", "num_hypotheses": 2},
+        "num_hypotheses=2 needs beam search, but the search here is 'greedy': use "
+        "search='beam', or num_hypotheses=1",
+        "--n-best 2 needs beam search, but the search here is 'greedy': leave out --search "
+        "greedy, or --n-best",
+    ),
+    (
+        {"length_penalty": "linear"},
+        "length_penalty=linear is not a choice: it must be one of gnmt, power",
+        "--length-penalty=linear is not a choice: it must be one of gnmt, power",
+    ),
+]
+
+
+@pytest.mark.parametrize("settings, message, flag_message", TRANSLATOR_CASES)
+def test_translator_settings_are_checked_once_for_python_and_the_commands(
+    settings, message, flag_message, tmp_path
+):
+    from keras_transformer.cli.translate import SETTING_FLAGS
+
+    with pytest.raises(UserInputError) as error:
+        check_translator_settings(**settings)
+    assert str(error.value) == message
+    with pytest.raises(UserInputError) as error:
+        check_translator_settings(**settings, labels=SETTING_FLAGS)
+    assert str(error.value) == flag_message
+    # Translator.load checks before it loads: no model there, yet the settings' error.
+    with pytest.raises(UserInputError) as error:
+        Translator.load(str(tmp_path / "no-run"), **settings)
+    assert str(error.value) == message
+
+
+def test_sampling_settings_are_checked_only_for_sampling():
+    check_translator_settings(search="beam", temperature=0.0, top_k=-1)
+    check_translator_settings(search="sample", temperature=0.5, top_k=3, top_p=0.9)

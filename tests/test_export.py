@@ -80,19 +80,24 @@ def _translator(exported, **settings):
     return Translator(exported["model"], exported["vocab_path"], **options)
 
 
+def _setting_tensors(settings):
+    dtypes = {"alpha": tf.float32, "length_penalty": tf.string}
+    return {k: tf.constant(v, dtypes.get(k, tf.int32)) for k, v in settings.items()}
+
+
 def _serve(exported, texts, **settings):
     inputs = {"text": tf.constant(texts, tf.string)}
     inputs.update(
-        {
-            k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32)
-            for k, v in {
+        _setting_tensors(
+            {
                 "beam_size": 2,
                 "alpha": 0.6,
                 "max_extra_length": MAX_EXTRA,
                 "num_hypotheses": 1,
+                "length_penalty": "gnmt",
                 **settings,
-            }.items()
-        }
+            }
+        )
     )
     outputs = exported["serve"](**inputs)
     return {k: v.numpy() for k, v in outputs.items()}
@@ -205,6 +210,7 @@ BAD_SETTINGS = [
     {"max_extra_length": 2**31 - 1},
     {"num_hypotheses": 0},
     {"num_hypotheses": 2, "beam_size": 1},
+    {"length_penalty": "linear"},
 ]
 THROUGH_TEXT = [{"alpha": float("inf")}, {"num_hypotheses": 2, "beam_size": 1}]
 
@@ -216,11 +222,12 @@ def test_out_of_range_settings_fail_as_translate_does(exported, settings):
         "alpha": 0.6,
         "max_extra_length": MAX_EXTRA,
         "num_hypotheses": 1,
+        "length_penalty": "gnmt",
         **settings,
     }
     with pytest.raises(UserInputError) as python_error:
         check_decoding_settings(max_beam_size=2, **full)
-    tensors = {k: tf.constant(v, tf.float32 if k == "alpha" else tf.int32) for k, v in full.items()}
+    tensors = _setting_tensors(full)
     signatures = [("translate_ids", {"source_ids": tf.constant([[5, 3]])})]
     if settings in THROUGH_TEXT:
         # Both signatures check through the same `_search`; a failed call costs seconds, so
@@ -230,6 +237,23 @@ def test_out_of_range_settings_fail_as_translate_does(exported, settings):
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             exported["loaded"].signatures[name](**inputs, **tensors)
         assert f"assertion failed: [{python_error.value}]" in str(error.value), name
+
+
+def test_the_length_penalty_is_chosen_per_request_as_translate_chooses_it(exported):
+    # alpha 1.5 under either form: "power" divides by |Y| ** 1.5, "gnmt" by ((5 + |Y|) / 6)
+    # ** 1.5; each request gets what a Translator of its form gives.
+    for form in ("power", "gnmt"):
+        translator = _translator(exported, alpha=1.5, num_hypotheses=2, length_penalty=form)
+        expected = translator.translate(SENTENCES)
+        served = _serve(exported, SENTENCES, alpha=1.5, num_hypotheses=2, length_penalty=form)
+        texts = [[t.decode() for t in row] for row in served["nbest_translations"]]
+        assert texts == [[text for text, _ in hypotheses] for hypotheses in expected]
+        np.testing.assert_allclose(
+            served["nbest_scores"], [[s for _, s in h] for h in expected], atol=1e-4
+        )
+    power = _serve(exported, SENTENCES[:1], alpha=1.5, length_penalty="power")
+    gnmt = _serve(exported, SENTENCES[:1], alpha=1.5)
+    assert power["score"][0] != pytest.approx(gnmt["score"][0], abs=1e-3)
 
 
 def test_out_of_range_message_written_out():
@@ -294,6 +318,7 @@ def test_hostile_inputs_give_one_output_each_in_order(exported):
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(2),
         num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"),
     )
     assert raw["translation"].shape == (2,)
     # Each output is the one its input gets alone: the batch keeps order.
@@ -342,7 +367,8 @@ LOADER = textwrap.dedent(
     loaded = tf.saved_model.load(path)
     v2 = loaded.signatures["serving_default"](
         text=tf.constant(texts), beam_size=tf.constant(2), alpha=tf.constant(0.6),
-        max_extra_length=tf.constant(MAX_EXTRA), num_hypotheses=tf.constant(1))
+        max_extra_length=tf.constant(MAX_EXTRA), num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"))
     v2 = [t.decode() for t in v2["translation"].numpy()]
     # A concrete function needs every input (the SignatureDef's defaults are not applied)...
     try:
@@ -394,7 +420,13 @@ def test_loads_in_a_fresh_process_without_our_code(exported):
     expected = _translator(exported).translate(SENTENCES)
     assert outputs["v2"] == expected
     assert outputs["v1"] == expected  # defaults: beam 2, alpha 0.6, max_extra_length 6
-    assert outputs["defaults"] == ["alpha", "beam_size", "max_extra_length", "num_hypotheses"]
+    assert outputs["defaults"] == [
+        "alpha",
+        "beam_size",
+        "length_penalty",
+        "max_extra_length",
+        "num_hypotheses",
+    ]
     assert "missing a required argument" in outputs["missing"]
     assert outputs["text_only"] == expected
     assert outputs["text_only_signature"] == expected

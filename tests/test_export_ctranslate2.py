@@ -68,6 +68,8 @@ def random_model(vocab_size=40, seed=0, **overrides):
     model = build_model(TransformerConfig(**{**values, **overrides}))
     for embedding in {id(e): e for e in (model.target_embedding, model.output_projection)}.values():
         embedding.embeddings.assign(embedding.embeddings * 2.0)
+    if model.output_bias is not None:  # zeros at first: make it matter
+        model.output_bias.assign(0.5 * np.random.default_rng(seed).normal(size=vocab_size))
     return improbable_pad_and_bos(model)
 
 
@@ -90,8 +92,18 @@ def ours(model, source_ids, beam_size):
         dict(shared_embeddings="target", key_dim=4, value_dim=12, positional="learned"),
         # Pre-norm over tied random embeddings repeats the previous token: untied here.
         dict(norm_position="pre", shared_embeddings="none", key_dim=12, value_dim=4),
+        # OPUS-MT's: swish, a bias on the logits, decoding from pad.
+        dict(activation="swish", output_bias=True, bos_id=0, seed=1),
+        dict(activation="gelu", output_bias=True),
     ],
-    ids=["post-tied", "pre-untied-wide-heads", "post-dk<dv-learned", "pre-dk>dv"],
+    ids=[
+        "post-tied",
+        "pre-untied-wide-heads",
+        "post-dk<dv-learned",
+        "pre-dk>dv",
+        "swish-bias-from-pad",
+        "gelu-bias",
+    ],
 )
 def test_ctranslate2_decodes_as_ours(overrides, tmp_path):
     model = random_model(**overrides)
@@ -237,7 +249,7 @@ def test_library_refusals_name_the_problem(run_folder, tmp_path):
         ctranslate2_spec(model, TOKENS)
     with pytest.raises(UserInputError, match="got Sequential"):
         export_ctranslate2(keras.Sequential([]), tmp_path / "a", vocabulary=vocabulary)
-    # A shape the export does not write: a feed-forward activation other than ReLU.
+    # A shape the export does not write: one layer's activation other than the config's.
     model.decoder.transformer_layers[1].feed_forward.inner_dense.activation = keras.activations.gelu
     with pytest.raises(UserInputError, match="decoder/layer_1/feed_forward has the activation"):
         export_ctranslate2(model, tmp_path / "a", vocabulary=vocabulary)

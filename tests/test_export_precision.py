@@ -85,6 +85,7 @@ def _graph_matmul_types(saved_model_dir):
 
 def _serve(loaded, texts):
     inputs = {"text": tf.constant(texts), "num_hypotheses": tf.constant(1)}
+    inputs["length_penalty"] = tf.constant("gnmt")
     inputs.update({key: tf.constant(value) for key, value in SETTINGS.items()})
     inputs["alpha"] = tf.constant(SETTINGS["alpha"], tf.float32)
     outputs = loaded.signatures["serving_default"](**inputs)

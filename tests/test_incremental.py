@@ -1,21 +1,24 @@
 """Incremental decoding over the cache gives the logits of full recomputation at every step."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_transformer.decoding import BeamSearch, IncrementalDecoder, as_decoder, greedy_search
 from keras_transformer.decoding.incremental import NEG_INF, cache_lengths, forbid_tokens
-from tests._decoding_fixtures import BOS, EOS, MarkovDecoder, full_log_probs, tiny_model
+from tests._decoding_fixtures import BOS, EOS, PAD, MarkovDecoder, full_log_probs, tiny_model
 
 
-@pytest.mark.parametrize("norm_position", ["post", "pre"])
-def test_cached_steps_match_full_recomputation(norm_position):
+@pytest.mark.parametrize("changes", [{}, {"norm_position": "pre"}, {"output_bias": True}])
+def test_cached_steps_match_full_recomputation(changes):
     model = tiny_model(vocab_size=13, max_length=12, seed=3, num_layers=2)
-    if norm_position == "pre":
-        from keras_transformer import TransformerConfig, build_model
+    if changes:
+        from keras_transformer import build_model
 
-        model = build_model(TransformerConfig(**{**model.config.to_dict(), "norm_position": "pre"}))
+        model = build_model(model.config.replace(**changes))
+    if model.output_bias is not None:  # zeros at first: make it matter
+        model.output_bias.assign(3.0 * np.random.default_rng(1).normal(size=13))
     decoder = IncrementalDecoder(model)
     rng = np.random.default_rng(0)
     source_ids = np.array([[5, 6, 7, 8, EOS], [9, 10, EOS, 0, 0]], "int32")
@@ -149,3 +152,83 @@ def test_growing_caches_with_a_buffer_known_only_at_run_time():
     ids, scores = search(source_ids, tf.constant(24))
     np.testing.assert_array_equal(ids.numpy(), ops.convert_to_numpy(eager.ids))
     np.testing.assert_allclose(scores.numpy(), ops.convert_to_numpy(eager.scores), atol=1e-4)
+
+
+def _start_token_pair():
+    """Two models that decode alike: `from_bos` (pad 0, bos 2, eos 3) and `from_pad`, which
+    starts decoding from pad (bos = pad = 0, as OPUS-MT) and holds `from_bos`'s bos embedding
+    in its pad row. Token 2 is an ordinary token to `from_pad`: an output bias of -1e4 takes
+    its probability, as one on pad does in `from_bos`, so that both normalise alike; one of
+    -3 on eos makes outputs longer than eos alone."""
+    from keras_transformer import TransformerConfig, build_model
+
+    keras.utils.set_random_seed(8)
+    config = TransformerConfig(
+        vocab_size=13, num_layers=2, d_model=32, d_ff=64, num_heads=4, max_length=24
+    )
+    config = config.replace(dropout=0.0, output_bias=True)
+    from_bos = build_model(config)
+    from_pad = build_model(config.replace(bos_id=PAD))
+    from_pad.set_weights(from_bos.get_weights())
+    embeddings = 2.0 * ops.convert_to_numpy(from_bos.target_embedding.embeddings)  # peaky
+    from_bos.target_embedding.embeddings.assign(embeddings)
+    embeddings[PAD] = embeddings[BOS]
+    from_pad.target_embedding.embeddings.assign(embeddings)
+    bias = np.where(np.arange(13) == EOS, -3.0, 0.0)  # outputs longer than eos alone
+    from_bos.output_bias.assign(np.where(np.arange(13) == PAD, -1e4, bias))
+    from_pad.output_bias.assign(np.where(np.arange(13) == BOS, -1e4, bias))
+    return from_bos, from_pad
+
+
+START_SOURCES = np.array([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD], [11, 4, 12, EOS, PAD]])
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_decoding_from_pad_gives_the_outputs_of_decoding_from_bos(search):
+    from_bos, from_pad = _start_token_pair()
+    if search == "beam":
+        run = BeamSearch(beam_size=3, alpha=0.6, max_extra_length=6, num_hypotheses=3)
+    else:
+
+        def run(model, source):
+            return greedy_search(model, source, max_extra_length=6)
+
+    source_ids = ops.convert_to_tensor(START_SOURCES.astype("int32"))
+    expected, found = run(from_bos, source_ids), run(from_pad, source_ids)
+    ids, lengths = ops.convert_to_numpy(found.ids), ops.convert_to_numpy(found.lengths)
+    np.testing.assert_array_equal(ids, ops.convert_to_numpy(expected.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(found.scores), ops.convert_to_numpy(expected.scores), atol=1e-5
+    )
+    assert lengths.min() >= 2  # the sentences decode more than eos alone
+    for row, hypotheses in zip(ids, lengths):
+        for hypothesis, length in zip(row, hypotheses):
+            assert PAD not in hypothesis[:length].tolist()  # pad is also the start token
+
+
+def test_decoding_from_pad_steps_match_full_recomputation():
+    _, from_pad = _start_token_pair()
+    rng = np.random.default_rng(2)
+    target_inputs = np.concatenate(
+        [np.full((3, 1), PAD), rng.integers(3, 13, size=(3, 6))], axis=1
+    ).astype("int32")
+    source_ids = START_SOURCES.astype("int32")
+    _assert_steps_match_full_recomputation(
+        IncrementalDecoder(from_pad), source_ids, target_inputs, 7
+    )
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_searches_never_emit_the_start_token_when_it_is_pad(search):
+    # From the start token (pad), the model's favourite next token is pad itself.
+    table = np.log(np.full((6, 6), 0.05, "float32"))
+    table[PAD] = np.log([0.8, 0.05, 0.05, 0.05, 0.03, 0.02])
+    table[:, EOS] = np.log(0.5)
+    decoder = MarkovDecoder(table)
+    decoder.bos_id = PAD
+    source_ids = ops.convert_to_tensor(np.array([[4, 5, EOS]], "int32"))
+    if search == "beam":
+        result = BeamSearch(beam_size=2, alpha=0.0, max_extra_length=2)(decoder, source_ids)
+    else:
+        result = greedy_search(decoder, source_ids, max_extra_length=2)
+    assert ops.convert_to_numpy(result.ids)[0, 0, 0] == EOS

@@ -76,6 +76,8 @@ def test_one_embedding_matrix_is_shared_by_source_target_and_softmax():
         {"positional": "learned"},
         {"norm_position": "pre"},
         {"key_dim": 5, "value_dim": 3, "num_heads": 2},
+        {"activation": "gelu"},
+        {"output_bias": True},
     ],
 )
 def test_parameter_count_formula_matches_the_built_model(changes):
@@ -119,13 +121,26 @@ def test_tiny_model_overfits_a_fixed_batch_to_full_token_accuracy():
 
 def test_keras_file_round_trip_gives_identical_logits(tmp_path):
     rng = np.random.default_rng(3)
-    config = TINY.replace(positional="learned", shared_embeddings="target", key_dim=6)
+    config = TINY.replace(
+        positional="learned",
+        shared_embeddings="target",
+        key_dim=6,
+        activation="swish",
+        output_bias=True,
+    )
     model = kt.build_model(config)
+    model.output_bias.assign(rng.normal(size=config.vocab_size))
     source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded, kt.Transformer) and loaded.config == config
+    feed_forwards = [layer.feed_forward for layer in loaded.decoder.transformer_layers]
+    feed_forwards += [layer.feed_forward for layer in loaded.encoder.transformer_layers]
+    assert {layer.activation for layer in feed_forwards} == {"swish"}
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(loaded.output_bias), ops.convert_to_numpy(model.output_bias)
+    )
     np.testing.assert_array_equal(_logits(loaded, source, target), _logits(model, source, target))
 
 
@@ -140,6 +155,37 @@ def test_mixed_precision_policy_keeps_float32_logits_and_survives_saving(tmp_pat
     loaded = keras.saving.load_model(tmp_path / "mixed.keras")
     assert loaded.decoder.transformer_layers[0].feed_forward.compute_dtype == "bfloat16"
     assert loaded.decoder.transformer_layers[0].feed_forward.variable_dtype == "float32"
+
+
+def test_the_activation_reaches_every_feed_forward_and_changes_the_logits():
+    rng = np.random.default_rng(4)
+    source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
+    relu = kt.build_model(TINY)
+    gelu = kt.build_model(TINY.replace(activation="gelu"))
+    gelu.set_weights(relu.get_weights())
+    layers = [*gelu.encoder.transformer_layers, *gelu.decoder.transformer_layers]
+    assert {layer.feed_forward.inner_dense.activation.__name__ for layer in layers} == {"gelu"}
+    assert not np.allclose(_logits(gelu, source, target), _logits(relu, source, target))
+
+
+def test_output_bias_is_added_to_the_logits_of_the_graph_and_of_decode_step():
+    rng = np.random.default_rng(5)
+    model = kt.build_model(TINY.replace(output_bias=True))
+    assert kt.build_model(TINY).output_bias is None
+    assert "output_bias" in model.output_bias.path and model.output_bias.dtype == "float32"
+    source, target = _random_ids(rng, (2, 5)), _random_ids(rng, (2, 4))
+    without_bias = _logits(model, source, target)
+    bias = rng.normal(size=TINY.vocab_size).astype("float32")
+    model.output_bias.assign(bias)
+    np.testing.assert_allclose(_logits(model, source, target), without_bias + bias, atol=1e-5)
+    # The incremental path (with and without the precomputed kernel) adds the same bias.
+    memory, memory_mask = model.encode(source)
+    full = ops.convert_to_numpy(model.decode(target[:, :1], memory, memory_mask))[:, 0]
+    for kernel in (None, model.output_kernel()):
+        cache = model.init_cache(memory, 4)
+        step, _ = model.decode_step(target[:, :1], memory_mask, cache, 0, kernel)
+        np.testing.assert_allclose(ops.convert_to_numpy(step), full, atol=1e-5)
+    np.testing.assert_allclose(full, without_bias[:, 0] + bias, atol=1e-5)
 
 
 def test_every_layer_is_built_after_build_model():

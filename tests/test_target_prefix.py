@@ -345,6 +345,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(2),
+        length_penalty=tf.constant("gnmt"),
     )
     served = [[t.decode() for t in row] for row in outputs["nbest_translations"].numpy()]
     translator = Translator(char_model, vocabulary_path, num_hypotheses=2, **SERVING_DEFAULTS)
@@ -363,6 +364,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"),
     )
     unforced = signature(
         text=tf.constant(SERVED_TEXTS),
@@ -371,6 +373,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(1),
+        length_penalty=tf.constant("gnmt"),
     )
     for key in ("translation", "score"):
         np.testing.assert_array_equal(plain[key].numpy(), unforced[key].numpy())
@@ -389,6 +392,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
         alpha=tf.constant(0.6),
         max_extra_length=tf.constant(6),
         num_hypotheses=tf.constant(2),
+        length_penalty=tf.constant("gnmt"),
     )
     for row, ids in enumerate(found["output_ids"].numpy()):
         forced = [t for t in prefix[row] if t != PAD]
@@ -401,6 +405,7 @@ def test_signature_translations_start_with_the_prefix_as_translate_does(exported
             alpha=tf.constant(0.6),
             max_extra_length=tf.constant(6),
             num_hypotheses=tf.constant(1),
+            length_penalty=tf.constant("gnmt"),
         )
 
 
@@ -422,6 +427,7 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
         assert sorted(signature.defaults) == [
             "alpha",
             "beam_size",
+            "length_penalty",
             "max_extra_length",
             "num_hypotheses",
         ]
@@ -432,14 +438,18 @@ def test_session_loader_fills_the_settings_and_serving_default_is_unchanged(
         for key in signature.defaults:
             feed[signature.inputs[key].name] = tf.make_ndarray(signature.defaults[key])
         served = session.run(signature.outputs["translation"].name, feed_dict=feed)
-        # serving_default keeps its inputs: requests that worked before work unchanged.
-        assert sorted(meta.signature_def["serving_default"].inputs) == [
+        # serving_default takes no prefix, and every setting has a default: requests that
+        # worked before work unchanged.
+        default = meta.signature_def["serving_default"]
+        assert sorted(default.inputs) == [
             "alpha",
             "beam_size",
+            "length_penalty",
             "max_extra_length",
             "num_hypotheses",
             "text",
         ]
+        assert sorted(default.defaults) == sorted(set(default.inputs) - {"text"})
     translator = Translator(char_model, vocabulary_path, **SERVING_DEFAULTS)
     expected = translator.translate(SERVED_TEXTS, target_prefix=SERVED_PREFIXES)
     assert [t.decode() for t in served] == expected

@@ -145,3 +145,5 @@ def test_float16_keeps_the_plain_path():
     assert TrainingModel(build_model(config)).fused_loss
     assert not TrainingModel(build_model(config, dtype="mixed_float16")).fused_loss
     assert not TrainingModel(build_model(config), fused_loss=False).fused_loss
+    # Its logits come from the embedding matrix alone: an output bias trains on the plain path.
+    assert not TrainingModel(build_model(config.replace(output_bias=True))).fused_loss

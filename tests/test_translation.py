@@ -98,7 +98,10 @@ def test_xla_searches_one_sentence_batches_as_the_graph_does(vocabulary_path):
     "options, message",
     [
         ({"jit_compile": "no"}, "jit_compile must be True or False, got 'no'"),
-        ({"jit_compile": True, "compile": False}, "it needs compile=True"),
+        (
+            {"jit_compile": True, "compile": False},
+            "jit_compile=True compiles the search with XLA, compile=False runs it eagerly",
+        ),
     ],
 )
 def test_jit_compile_takes_a_bool_and_a_compiled_search(vocabulary_path, options, message):
@@ -331,3 +334,29 @@ def test_a_model_saved_into_a_run_carries_its_vocabulary(vocabulary_path, tmp_pa
     other.save(tmp_path / "other.keras")
     with pytest.raises(UserInputError, match="different vocabularies"):
         Translator.load([str(moved), str(tmp_path / "other.keras")])
+
+
+@pytest.mark.parametrize("search", ["beam", "greedy", "sample"])
+def test_power_length_penalty_scores_are_log_prob_over_length_to_the_alpha(vocabulary_path, search):
+    # Each hypothesis' score is its log P over |Y| ** alpha (|Y|: its tokens, eos counted),
+    # and log P is the teacher-forced one (`score`) of its ids.
+    vocabulary = SubwordVocabulary(vocabulary_path)
+    model = tiny_model(vocab_size=25, max_length=32, seed=9, sharpen=2.0)
+    n_best = 3 if search == "beam" else 1
+    settings = dict(alpha=0.7, length_penalty="power", max_extra_length=4, search=search)
+    translator = Translator(
+        model, vocabulary_path, beam_size=3, num_hypotheses=n_best, compile=False, **settings
+    )
+    source = np.array([vocabulary.encode("a dog") + [EOS]], "int32")
+    ids, lengths, log_probs, scores = translator.translate_ids(source)
+    assert lengths.min() >= 2
+    np.testing.assert_allclose(scores, log_probs / lengths.astype("float64") ** 0.7, atol=1e-5)
+    for j in range(n_best):
+        labels = ids[:, j, : lengths[0, j]]
+        total, _ = translator._score(source, labels)
+        np.testing.assert_allclose(ops.convert_to_numpy(total), log_probs[:, j], atol=1e-4)
+    if search == "beam":  # translate(model=...) passes the choice on
+        options = dict(beam_size=3, num_hypotheses=3, alpha=0.7, max_extra_length=4, compile=False)
+        power = translate(["a dog"], model, vocabulary_path, length_penalty="power", **options)
+        assert power == translator.translate(["a dog"])
+        assert [score for _, score in power[0]] == pytest.approx(scores[0].tolist(), abs=1e-5)

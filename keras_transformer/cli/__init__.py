@@ -16,6 +16,7 @@ from keras_transformer.errors import UserInputError, report_interrupted
 # name -> module under keras_transformer.cli; the order is the order of `--help`.
 COMMANDS = {
     "vocab": "vocab",
+    "import": "import_model",
     "train": "train",
     "average": "average",
     "translate": "translate",
@@ -29,6 +30,7 @@ COMMANDS = {
 
 _HELP = {
     "vocab": "train the shared source-target SentencePiece vocabulary (paper 5.1)",
+    "import": "import a pretrained checkpoint (OPUS-MT / Marian) as a run folder",
     "train": "train a model with model.fit from a YAML/JSON config (paper 5)",
     "average": "average the weights of the last N checkpoints (paper 6.1)",
     "translate": "translate text with beam search (paper 6.1)",

@@ -19,6 +19,13 @@ SETTING_FLAGS = {
     "num_hypotheses": "--n-best",
     "top_p": "--top-p",
     "batch_tokens": "--batch-tokens",
+    "batch_size": "--batch-size",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "search": "--search",
+    "on_too_long": "--on-too-long",
+    "jit_compile": "--jit-compile",
+    "compile": "--no-compile",
 }
 
 
@@ -83,18 +90,33 @@ def add_model_arguments(parser):
     )
     add = recording_adder(parser.add_argument_group("search"), actions)
     add("--search", choices=("beam", "greedy", "sample"), default="beam")
-    add("--beam-size", type=int, default=4, help="default: 4 (paper 6.1)")
+    add(
+        "--beam-size",
+        type=int,
+        default=None,
+        help="default: the run's decoding.json (an imported model's), else 4 (paper 6.1)",
+    )
     add(
         "--alpha",
         type=float,
-        default=0.6,
-        help="length penalty ((5+|Y|)/6)^alpha, in [0, 10]; default: 0.6 (paper 6.1)",
+        default=None,
+        help="length penalty strength, in [0, 10]; default: the run's decoding.json, else "
+        "0.6 (paper 6.1)",
+    )
+    add(
+        "--length-penalty",
+        choices=("gnmt", "power"),
+        default=None,
+        help="the length penalty's form: gnmt, ((5+|Y|)/6)^alpha (paper 6.1), or power, "
+        "|Y|^alpha (Marian, OPUS-MT, Hugging Face); scores are log P / penalty; default: the "
+        "run's decoding.json, else gnmt",
     )
     add(
         "--max-extra-length",
         type=int,
-        default=50,
-        help="output length cap = input length + this, in [0, 65536]; default: 50 (paper 6.1)",
+        default=None,
+        help="output length cap = input length + this, in [0, 65536]; default: the run's "
+        "decoding.json, else 50 (paper 6.1)",
     )
     add("--top-k", type=int, default=0, help="sampling: top-k (0: all)")
     add("--temperature", type=float, default=1.0, help="sampling temperature")
@@ -138,45 +160,47 @@ def add_model_arguments(parser):
     return {action.dest: action for action in actions}
 
 
+# The paper's search (6.1), for runs whose decoding.json (an imported model's) sets none.
+PAPER_SEARCH = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 50, "length_penalty": "gnmt"}
+
+
+def search_settings(args, model_path):
+    """The search flags given, the others from the run's decoding.json, else the paper's."""
+    from keras_transformer.runs.decoding import with_decoding_defaults
+
+    given = {name: getattr(args, name, None) for name in PAPER_SEARCH}
+    return with_decoding_defaults(model_path, given, PAPER_SEARCH)
+
+
 def translator_from_args(args, num_hypotheses=1):
     """The `Translator` that the options of `add_model_arguments` describe, loaded once every
     setting is checked (a bad one costs no load)."""
-    from keras_transformer.decoding.settings import check_decoding_settings
+    from keras_transformer.decoding.settings import check_translator_settings
     from keras_transformer.translation import Translator
 
-    if args.batch_size < 1:
-        raise UserInputError("--batch-size must be at least 1")
-    # The ranges of translate() and the SavedModel, named by their flags.
-    check_decoding_settings(
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
+    search = search_settings(args, args.model[0])
+    # The rule of Translator and the SavedModel, named by the flags; before the (slow) load.
+    check_translator_settings(
+        search=args.search,
+        **search,
         num_hypotheses=num_hypotheses,
+        top_k=args.top_k,
+        temperature=args.temperature,
         top_p=args.top_p,
+        batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
+        on_too_long=args.on_too_long,
+        compile=not args.no_compile,
+        jit_compile=args.jit_compile,
         labels=SETTING_FLAGS,
     )
-    if args.search == "sample" and args.temperature <= 0:
-        raise UserInputError("--temperature must be > 0")
     _refuse_sampling_flags_without_sampling(args)
-    if args.jit_compile and args.no_compile:
-        raise UserInputError(
-            "--jit-compile compiles the search with XLA, --no-compile runs it eagerly: give "
-            "one of them"
-        )
-    if num_hypotheses > 1 and args.search != "beam":  # before the (slow) load
-        raise UserInputError(
-            f"--n-best {num_hypotheses} needs beam search, but the search here is "
-            f"{args.search!r}: leave out --search {args.search}, or --n-best"
-        )
     return Translator.load(
         args.model if len(args.model) > 1 else args.model[0],
         vocabulary=args.vocab,
         average_last=args.average_last,
         precision=args.precision,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
+        **search,
         num_hypotheses=num_hypotheses,
         search=args.search,
         top_k=args.top_k,

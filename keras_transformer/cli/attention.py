@@ -97,8 +97,9 @@ def add_arguments(parser):
 
 
 def _pieces(vocabulary, ids):
-    processor = getattr(vocabulary, "processor", None)
-    if processor is not None:
+    # A SentencePiece processor, or an imported model's vocabulary (its id table's pieces).
+    processor = getattr(vocabulary, "processor", vocabulary)
+    if hasattr(processor, "id_to_piece"):
         return [processor.id_to_piece(int(i)) for i in ids]
     return [vocabulary.decode([int(i)]) or str(int(i)) for i in ids]
 
@@ -166,8 +167,10 @@ def run(args):
             "--head", head, config.num_heads, f"this model has {config.num_heads} heads per layer,"
         )
 
-    def token_ids(text, what):
-        ids = vocabulary.encode(text) + [config.eos_id]
+    def token_ids(text, what, side="source"):
+        # Each side's own model: an imported model's vocabulary has one per side.
+        encode = vocabulary.encode_source if side == "source" else vocabulary.encode_target
+        ids = encode(text, add_eos=False) + [config.eos_id]
         if len(ids) > config.max_length:
             raise UserInputError(
                 f"the {what} has {len(ids)} tokens (with eos); this model "
@@ -182,9 +185,10 @@ def run(args):
             target = translator.translate([args.sentence])[0]
             print(f"translation: {target}")
             # Decoding stops at max_length tokens: an output cut there is shown as it is.
-            output_ids = (vocabulary.encode(target) + [config.eos_id])[: config.max_length]
+            output_ids = vocabulary.encode_target(target, add_eos=False) + [config.eos_id]
+            output_ids = output_ids[: config.max_length]
         else:
-            output_ids = token_ids(args.target, "target")
+            output_ids = token_ids(args.target, "target", side="target")
         target_ids = [config.bos_id] + output_ids[:-1]  # the decoder input, shifted right
     kind = "cross" if args.cross else "self"
     weights = ops.convert_to_numpy(

@@ -25,10 +25,18 @@ SAVED_MODEL_OPTIONS = {
     "version": None,
     "base_dir": "saved_models",
     "max_beam_size": DEFAULT_MAX_BEAM_SIZE,
+    "beam_size": None,
+    "alpha": None,
+    "max_extra_length": None,
+    "length_penalty": None,
+    "precision": "float32",
+}
+# The request defaults of a run without decoding.json (an imported model's has its own).
+PAPER_SEARCH = {
     "beam_size": DEFAULT_BEAM_SIZE,
     "alpha": DEFAULT_ALPHA,
     "max_extra_length": DEFAULT_MAX_EXTRA_LENGTH,
-    "precision": "float32",
+    "length_penalty": "gnmt",
 }
 CTRANSLATE2_OPTIONS = {"output": None, "quantization": None, "overwrite": False}
 
@@ -84,21 +92,30 @@ def add_arguments(parser):
     parser.add_argument(
         "--beam-size",
         type=int,
-        default=DEFAULT_BEAM_SIZE,
-        help=f"default beam of requests (default: {DEFAULT_BEAM_SIZE}, paper 6.1)",
+        default=None,
+        help=f"default beam of requests (default: the run's decoding.json, else "
+        f"{DEFAULT_BEAM_SIZE}, paper 6.1)",
     )
     parser.add_argument(
         "--alpha",
         type=float,
-        default=DEFAULT_ALPHA,
-        help=f"default length penalty (default: {DEFAULT_ALPHA}, paper 6.1)",
+        default=None,
+        help=f"default length penalty (default: the run's decoding.json, else "
+        f"{DEFAULT_ALPHA}, paper 6.1)",
     )
     parser.add_argument(
         "--max-extra-length",
         type=int,
-        default=DEFAULT_MAX_EXTRA_LENGTH,
-        help=f"default output tokens beyond the input length (default: "
-        f"{DEFAULT_MAX_EXTRA_LENGTH}, paper 6.1)",
+        default=None,
+        help=f"default output tokens beyond the input length (default: the run's "
+        f"decoding.json, else {DEFAULT_MAX_EXTRA_LENGTH}, paper 6.1)",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        choices=("gnmt", "power"),
+        default=None,
+        help="default length penalty form of requests: gnmt, ((5+|Y|)/6)^alpha (paper 6.1), "
+        "or power, |Y|^alpha (OPUS-MT); default: the run's decoding.json, else gnmt",
     )
     parser.add_argument(
         "--precision",
@@ -165,6 +182,14 @@ def _vocabulary(args, files):
     return vocabulary
 
 
+def _search_defaults(args):
+    """The request defaults: the flags given, else the run's decoding.json, else the paper's."""
+    from keras_transformer.runs.decoding import with_decoding_defaults
+
+    given = {name: getattr(args, name) for name in PAPER_SEARCH}
+    return with_decoding_defaults(args.model, given, PAPER_SEARCH)
+
+
 def _run_ctranslate2(args):
     from keras_transformer.export.ctranslate2 import (
         SENTENCEPIECE_FILE,
@@ -186,9 +211,11 @@ def _run_ctranslate2(args):
         vocabulary=_vocabulary(args, files),
     )
     print(f"exported {files['model']} to {path}")
+    # An imported model's sources are cut by its source.spm.
+    spm = path / "source.spm" if (path / "source.spm").is_file() else path / SENTENCEPIECE_FILE
     print(
         f"translate with it: ctranslate2.Translator({str(path)!r}) and the SentencePiece "
-        f"model {path / SENTENCEPIECE_FILE} (docs/ctranslate2.md)"
+        f"model {spm} (docs/ctranslate2.md)"
     )
     return 0
 
@@ -201,10 +228,11 @@ def run(args):
     _check_options(args)
     if args.format == "ctranslate2":
         return _run_ctranslate2(args)
-    if 1 <= args.max_beam_size < args.beam_size:  # other values: the range checks below
+    search = _search_defaults(args)
+    if 1 <= args.max_beam_size < search["beam_size"]:  # other values: the range checks below
         raise UserInputError(
-            f"--beam-size={args.beam_size} (the beam of a request that names none; default "
-            f"{DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
+            f"--beam-size={search['beam_size']} (the beam of a request that names none; "
+            f"default: the run's decoding.json, else {DEFAULT_BEAM_SIZE}) is above --max-beam-size={args.max_beam_size}: lower "
             "--beam-size or raise --max-beam-size"
         )
     # Before the (slow) load; the serving machine needs the same instructions.
@@ -217,9 +245,7 @@ def run(args):
         version=args.version,
         base_dir=args.base_dir,
         max_beam_size=args.max_beam_size,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
+        **search,
     )
     print(f"exported {files['model']} to {path}")
     print(

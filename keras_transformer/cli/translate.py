@@ -3,7 +3,8 @@
 Lines are read in chunks, translated with beam search (paper 6.1 settings by default) and
 written in input order, one translation per line; an empty line gives an empty line. With
 `--n-best N`, each input gives N lines `INDEX ||| TRANSLATION ||| SCORE` (Moses' n-best
-layout, INDEX counting from 0). A setting outside its range (`--beam-size`, `--alpha`,
+layout, INDEX counting from 0). `--length-penalty power` ranks by log P / |Y|^alpha (Marian,
+OPUS-MT) instead of the paper's GNMT form. A setting outside its range (`--beam-size`, `--alpha`,
 `--max-extra-length`, `--n-best`, `--top-p`, `--batch-tokens`; see
 `keras_transformer.cli._model_options`) stops with one line that names the flag, the value and
 the range. `--prefix-file` gives each line a target prefix that its translations start with

@@ -9,6 +9,8 @@ needs only `sentencepiece` until a TensorFlow tokenizer is asked for.
     vocabulary.py  SentencePiece training (BPE / unigram) and SubwordVocabulary: Python,
                    keras-hub tokenizer layer and tensorflow-text tokenizer of one model
     batching.py    length buckets and batch sizes under a per-replica token budget
+    marian_vocabulary.py  MarianVocabulary: an imported OPUS-MT model's two SentencePiece
+                   models and id table
     pipeline.py    make_dataset: text pairs -> ({"source_ids", "target_ids"}, labels) batches
 
 Example:
@@ -35,6 +37,7 @@ _EXPORTS = {
     "check_corpora": "corpora",
     "mix_corpora": "corpora",
     "read_lines": "corpora",
+    "MarianVocabulary": "marian_vocabulary",
     "PipelineReport": "pipeline",
     "TranslationPipeline": "pipeline",
     "add_special_ids": "pipeline",

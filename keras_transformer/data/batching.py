@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from keras_transformer.errors import UserInputError
 
-# The features a bucketed element carries; all are 1-D int32 id sequences padded with 0.
+# The features a bucketed element carries; all are 1-D int32 id sequences, padded with pad_id.
 SEQUENCE_FEATURES = ("source_ids", "target_ids", "labels")
 
 
@@ -109,6 +109,7 @@ def token_budget_batches(
     num_replicas: int = 1,
     boundaries: Sequence[int] = None,
     pad_to_bucket_boundary: bool = False,
+    pad_id: int = 0,
 ) -> tf.data.Dataset:
     """Groups pairs of similar length into padded batches that respect a token budget.
 
@@ -127,9 +128,10 @@ def token_budget_batches(
             must exceed `max_length`.
         pad_to_bucket_boundary: pad every batch to its bucket's longest length (static shapes
             for XLA/TPU, more padding) instead of to its own longest sequence.
+        pad_id: the id that pads (the vocabulary's `pad_id`).
 
     Returns:
-        A dataset of dicts of [batch, length] int32 tensors padded with 0 (pad). Buckets emit
+        A dataset of dicts of [batch, length] int32 tensors padded with `pad_id`. Buckets emit
         full batches as they fill; at the end of a finite input, partial batches follow.
 
     Example:
@@ -159,10 +161,11 @@ def token_budget_batches(
         dense = {}
         for name in SEQUENCE_FEATURES:
             values = batch[name]
-            values = values.to_tensor(0) if isinstance(values, tf.RaggedTensor) else values
+            if isinstance(values, tf.RaggedTensor):
+                values = values.to_tensor(pad_id)
             if pad_to_bucket_boundary:
                 width = tf.gather(uppers_tensor, bucket) - tf.shape(values)[1]
-                values = tf.pad(values, [[0, 0], [0, width]])
+                values = tf.pad(values, [[0, 0], [0, width]], constant_values=pad_id)
             dense[name] = values
         return dense
 

@@ -4,7 +4,8 @@
             -> add bos/eos -> bucket by length, batch by tokens -> prefetch
 
 Each element is `({"source_ids": [B, S], "target_ids": [B, T]}, labels [B, T])`, int32, padded
-with 0, where for a pair with subword pieces `x` (source) and `y` (target):
+with the vocabulary's pad id (0 for a `SubwordVocabulary`), where for a pair with subword pieces
+`x` (source) and `y` (target), and the vocabulary's bos and eos ids:
 
     source_ids = x + [eos]          the encoder input
     target_ids = [bos] + y          the decoder input: the target shifted right
@@ -13,6 +14,10 @@ with 0, where for a pair with subword pieces `x` (source) and `y` (target):
 `max_length` bounds `len(source_ids)` and `len(labels)` (pieces + 1). Pairs with an empty side
 or a side over `max_length` are left out and counted in the `PipelineReport`, which
 `make_dataset` logs; nothing is dropped silently.
+
+Each side is tokenized by the vocabulary's own model for it: one SentencePiece model for both
+with a `SubwordVocabulary`, `source.spm` and `target.spm` with an imported model's
+`MarianVocabulary` (whose decoder starts from its pad id).
 """
 
 import dataclasses
@@ -27,7 +32,7 @@ import tensorflow as tf
 
 from keras_transformer.data import batching
 from keras_transformer.data.corpora import ParallelCorpus, check_corpora
-from keras_transformer.data.vocabulary import BOS_ID, EOS_ID, SubwordVocabulary
+from keras_transformer.data.vocabulary import BOS_ID, EOS_ID, load_vocabulary
 from keras_transformer.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -97,12 +102,14 @@ def num_replicas_in_sync(strategy: tf.distribute.Strategy = None) -> int:
     return int(strategy.num_replicas_in_sync)
 
 
-def add_special_ids(source_pieces, target_pieces):
+def add_special_ids(source_pieces, target_pieces, bos_id=BOS_ID, eos_id=EOS_ID):
     """Model inputs and labels of one pair of piece sequences (see module docstring).
 
     Args:
         source_pieces: 1-D int32 subword ids of the source, without bos/eos.
         target_pieces: 1-D int32 subword ids of the target, without bos/eos.
+        bos_id: the decoder's start token (the vocabulary's `bos_id`).
+        eos_id: the end token (the vocabulary's `eos_id`).
 
     Returns:
         A dict of 1-D int32 tensors `source_ids`, `target_ids`, `labels`.
@@ -112,13 +119,24 @@ def add_special_ids(source_pieces, target_pieces):
         >>> [element[k].numpy().tolist() for k in ("source_ids", "target_ids", "labels")]
         [[7, 8, 3], [2, 9], [9, 3]]
     """
-    eos = tf.constant([EOS_ID], tf.int32)
-    bos = tf.constant([BOS_ID], tf.int32)
+    eos = tf.constant([eos_id], tf.int32)
+    bos = tf.constant([bos_id], tf.int32)
     return {
         "source_ids": tf.concat([source_pieces, eos], axis=0),
         "target_ids": tf.concat([bos, target_pieces], axis=0),
         "labels": tf.concat([target_pieces, eos], axis=0),
     }
+
+
+def vocabulary_digest(vocabulary) -> bytes:
+    """A SHA-256 digest of a vocabulary's files, for cache keys: a `SubwordVocabulary`'s is its
+    model's digest (as caches written before imported vocabularies were keyed)."""
+    if not hasattr(vocabulary, "files"):
+        return hashlib.sha256(vocabulary.model_proto).digest()
+    digest = hashlib.sha256()
+    for name, content in sorted(vocabulary.files().items()):
+        digest.update(f"{name}:{hashlib.sha256(content).hexdigest()};".encode())
+    return digest.digest()
 
 
 def to_model_inputs(batch):
@@ -131,7 +149,8 @@ class TranslationPipeline:
 
     Args:
         corpora: one `ParallelCorpus` or a list of them (mixed by their weights).
-        vocabulary: the shared `SubwordVocabulary` (or the path of its `.model` file).
+        vocabulary: the `SubwordVocabulary` (or the path of its `.model` file), or the
+            `MarianVocabulary` of an imported model (or its run folder).
         token_budget: most tokens per batch per replica, per side (source and target),
             padding included. The paper's 25000 per batch over 8 GPUs is about 3125 per replica.
         max_length: longest `source_ids`/`labels` kept (subword pieces + 1).
@@ -171,9 +190,7 @@ class TranslationPipeline:
         log_report: bool = True,
     ):
         self.corpora = [corpora] if isinstance(corpora, ParallelCorpus) else list(corpora)
-        if not isinstance(vocabulary, SubwordVocabulary):
-            vocabulary = SubwordVocabulary.from_file(vocabulary)
-        self.vocabulary = vocabulary
+        self.vocabulary = load_vocabulary(vocabulary)
         self.token_budget = int(token_budget)
         self.max_length = int(max_length)
         self.num_replicas = int(num_replicas)
@@ -208,8 +225,8 @@ class TranslationPipeline:
 
         def tokenize(sources, targets):
             # Made inside the map function: see SubwordVocabulary.make_tokenizer.
-            tokenizer = vocabulary.make_tokenizer()
-            return tokenizer.tokenize(sources), tokenizer.tokenize(targets)
+            tokenizer = vocabulary.make_graph_tokenizer()
+            return tokenizer.tokenize_source(sources), tokenizer.tokenize_target(targets)
 
         return dataset.batch(batch_size).map(
             tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
@@ -217,7 +234,7 @@ class TranslationPipeline:
 
     def _cache_path(self, corpus):
         identity = hashlib.sha256()
-        identity.update(hashlib.sha256(self.vocabulary.model_proto).digest())
+        identity.update(vocabulary_digest(self.vocabulary))
         for name, value in sorted(vars(corpus).items()):
             if name.startswith("_"):
                 continue
@@ -287,8 +304,9 @@ class TranslationPipeline:
         sources = tf.ragged.boolean_mask(sources, keep)
         targets = tf.ragged.boolean_mask(targets, keep)
         rows = tf.shape(sources.row_lengths())[0]
-        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(EOS_ID, tf.int32)))
-        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(BOS_ID, tf.int32)))
+        eos_id, bos_id = self.vocabulary.eos_id, self.vocabulary.bos_id
+        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(eos_id, tf.int32)))
+        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(bos_id, tf.int32)))
         return {
             "source_ids": tf.concat([sources, eos], axis=1),
             "target_ids": tf.concat([bos, targets], axis=1),
@@ -379,7 +397,8 @@ class TranslationPipeline:
     # -- the dataset ------------------------------------------------------------------------
 
     def dataset(self, *, seed=None, shuffle: bool = True, repeat: bool = False) -> tf.data.Dataset:
-        """The batches: `({"source_ids", "target_ids"}, labels)`, int32, padded with 0.
+        """The batches: `({"source_ids", "target_ids"}, labels)`, int32, padded with the
+        vocabulary's pad id.
 
         Args:
             seed: seed of shuffling and corpus sampling; the same seed gives the same batches.
@@ -427,6 +446,7 @@ class TranslationPipeline:
             num_replicas=self.num_replicas,
             boundaries=self.boundaries,
             pad_to_bucket_boundary=self.pad_to_bucket_boundary,
+            pad_id=self.vocabulary.pad_id,
         )
         batches = batches.map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
         options = tf.data.Options()
@@ -457,7 +477,8 @@ def make_dataset(
 
     Args:
         corpora: one `ParallelCorpus` or a list of them.
-        vocabulary: a `SubwordVocabulary` or the path of its `.model` file.
+        vocabulary: a `SubwordVocabulary` or the path of its `.model` file, or a
+            `MarianVocabulary` (or an imported model's run folder).
         token_budget: most tokens per batch per replica, per side, padding included.
         max_length: longest `source_ids`/`labels` kept (subword pieces + 1).
         seed: seed for a deterministic order.

@@ -436,6 +436,27 @@ class SubwordVocabulary:
         size = self.size
         return self.processor.decode([i if 0 <= i < size else UNK_ID for i in map(int, ids)])
 
+    # The side-named methods that `MarianVocabulary` has (its sides have two models): one
+    # model serves both sides here.
+    def encode_source(self, text: str, add_eos: bool = True) -> list:
+        """Model ids of one source text, ending with eos unless `add_eos=False`."""
+        ids = self.encode(text)
+        return ids + [EOS_ID] if add_eos else ids
+
+    def encode_target(self, text: str, add_eos: bool = True) -> list:
+        """Model ids of one target text, ending with eos unless `add_eos=False`."""
+        return self.encode_source(text, add_eos)
+
+    def decode_target(self, ids) -> str:
+        """Text of one sequence of target ids (`decode`)."""
+        return self.decode(ids)
+
+    def make_graph_tokenizer(self):
+        """The graph tokenizer that data and export code use with either vocabulary:
+        `tokenize_source`, `tokenize_target` (ragged ids, no eos) and `detokenize_target`, on
+        one `make_tokenizer()`. Make it where it is used, as `make_tokenizer`'s."""
+        return SharedGraphTokenizer(self.make_tokenizer())
+
     def normalize(self, text: str) -> str:
         """The text as the model sees it: `decode(encode(text)) == normalize(text)`."""
         # SentencePiece's normalizer marks spaces with U+2581; the decoder turns them back.
@@ -468,28 +489,67 @@ def _read_model_file(path):
         return file.read()
 
 
-def load_vocabulary(vocabulary) -> SubwordVocabulary:
-    """The `SubwordVocabulary` that `vocabulary` designates.
+class SharedGraphTokenizer:
+    """One tensorflow-text SentencePiece tokenizer under the side-named graph methods of
+    `MarianVocabulary.make_graph_tokenizer()`: source and target share the model.
 
     Args:
-        vocabulary: a `SubwordVocabulary` (returned as is), the path of a `.model` file, its
-            bytes, or a keras-hub `SentencePieceTokenizer`.
+        tokenizer: a `tensorflow_text.SentencepieceTokenizer` (`make_tokenizer()`).
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def tokenize_source(self, texts):
+        return self.tokenizer.tokenize(texts)
+
+    def tokenize_target(self, texts):
+        return self.tokenizer.tokenize(texts)
+
+    def detokenize_target(self, ids):
+        return self.tokenizer.detokenize(ids)
+
+
+def load_vocabulary(vocabulary):
+    """The vocabulary that `vocabulary` designates: a `SubwordVocabulary`, or the
+    `MarianVocabulary` of an imported OPUS-MT model.
+
+    Args:
+        vocabulary: a `SubwordVocabulary` or `MarianVocabulary` (returned as is), the path of
+            a `.model` file, its bytes, a keras-hub `SentencePieceTokenizer`, or a folder: a
+            run folder (its `vocab.model`, or the `source.spm`, `target.spm` and `vocab.json`
+            of an imported model).
 
     Raises:
-        UserInputError: for a missing file or a model with other special ids.
+        UserInputError: for a missing file, a folder with no vocabulary, or a model with
+            other special ids.
         TypeError: for anything else.
 
     Example:
         >>> load_vocabulary("runs/ende/vocab.model").size  # doctest: +SKIP
         37000
+        >>> load_vocabulary("runs/opus-en-de")  # doctest: +SKIP
+        MarianVocabulary(size=58101, path='runs/opus-en-de')
     """
-    if isinstance(vocabulary, SubwordVocabulary):
+    from keras_transformer.data.marian_vocabulary import MarianVocabulary, is_marian_folder
+
+    if isinstance(vocabulary, (SubwordVocabulary, MarianVocabulary)):
         return vocabulary
+    if isinstance(vocabulary, (str, os.PathLike)) and os.path.isdir(vocabulary):
+        if is_marian_folder(vocabulary):
+            return MarianVocabulary.from_folder(vocabulary)
+        model_file = os.path.join(vocabulary, "vocab.model")
+        if os.path.isfile(model_file):
+            return SubwordVocabulary(model_file)
+        raise UserInputError(
+            f"{os.fspath(vocabulary)!r} holds no vocabulary: a run folder has vocab.model, or "
+            "source.spm, target.spm and vocab.json for an imported model"
+        )
     if isinstance(vocabulary, (str, os.PathLike, bytes)):
         return SubwordVocabulary(vocabulary)
     if hasattr(vocabulary, "proto") and hasattr(vocabulary, "detokenize"):
         return SubwordVocabulary.from_tokenizer(vocabulary)
     raise TypeError(
-        f"vocabulary must be a SubwordVocabulary, a .model path or a keras-hub "
-        f"SentencePieceTokenizer, got {type(vocabulary).__name__}"
+        f"vocabulary must be a SubwordVocabulary, a MarianVocabulary, a .model path, a run "
+        f"folder or a keras-hub SentencePieceTokenizer, got {type(vocabulary).__name__}"
     )

@@ -7,7 +7,8 @@ on the TensorFlow, JAX and NumPy backends and compiles whole with XLA or `jax.ji
 - `BeamSearch(beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1)(model, source_ids)`;
 - `sample(model, source_ids, top_k=0, temperature=1.0)`;
 - `EnsembleDecoder([model_a, model_b])`, usable wherever a model is;
-- `length_penalty(length, alpha)`: ((5 + length) / 6) ** alpha.
+- `length_penalty(length, alpha, form="gnmt")`: ((5 + length) / 6) ** alpha, or
+  length ** alpha for `form="power"`.
 
 Each returns a `SearchResult(ids, lengths, log_probs, scores)`.
 """

@@ -304,7 +304,10 @@ def align_texts(model, vocabulary, sources, targets, layer_index=None, head=None
     config = _members(model)[0][0].config
     classes = piece_classes(vocabulary, config.vocab_size)
     pairs = [
-        (vocabulary.encode(source) + [config.eos_id], vocabulary.encode(target) + [config.eos_id])
+        (
+            vocabulary.encode_source(source, add_eos=False) + [config.eos_id],
+            vocabulary.encode_target(target, add_eos=False) + [config.eos_id],
+        )
         for source, target in zip(sources, targets)
     ]
     return align_pairs(

@@ -1,4 +1,4 @@
-"""Beam search with the GNMT length penalty and early exit (paper section 6.1).
+"""Beam search with a length penalty and early exit (paper section 6.1).
 
 Written here because no library does it right for Keras 3: keras-hub's `BeamSampler` has no
 length normalization and keeps no finished hypotheses apart from the alive ones.
@@ -7,7 +7,8 @@ The search keeps two sets of `beam_size` hypotheses per sentence, as tensor2tens
 
 - *alive*: hypotheses still growing, ranked by log P(Y|X);
 - *finished*: hypotheses that emitted eos or reached the sentence's length cap, ranked by
-  score = log P(Y|X) / lp(|Y|), lp = ((5 + |Y|) / 6) ** alpha.
+  score = log P(Y|X) / lp(|Y|), lp = ((5 + |Y|) / 6) ** alpha (GNMT, the paper's) or
+  |Y| ** alpha ("power", `keras_transformer.decoding.length_penalty`).
 
 Each step extends every alive hypothesis by every token and takes the `2 * beam_size` best
 candidates (at most `beam_size` of them end in eos, so at least `beam_size` can stay alive).
@@ -15,11 +16,22 @@ As in any beam of width k, a candidate finishes only if it ranks among the `beam
 the step; the alive set is then refilled with the best candidates that did not finish. With a
 beam of one this is exactly greedy search (when alpha = 0).
 
-Early exit: log-probabilities only fall as a hypothesis grows, and for alpha >= 0 the penalty
-only grows, so an alive hypothesis with log-probability s can reach at most
-s / lp(length cap). A sentence is done when its `num_hypotheses`-th best finished score is at
-least that bound for its best alive hypothesis: nothing alive can enter the n-best any more.
-The loop stops when every sentence is done or at the longest cap.
+Early exit: log-probabilities only fall as a hypothesis grows, and for alpha >= 0 either
+penalty only grows, so an alive hypothesis with log-probability s <= 0 can reach at most
+s / lp(length cap): a longer output divides by more, which can only raise a negative score.
+A sentence is done when its `num_hypotheses`-th best finished score is at least that bound for
+its best alive hypothesis: nothing alive can enter the n-best any more, so the search returns
+what running to the cap would. The loop stops when every sentence is done or at the longest
+cap.
+
+Hugging Face transformers' `generate` (5.x) ranks and finishes hypotheses as this search does
+(the 2k best candidates a step, of which only the best k may finish; |Y| as
+`length_penalty.py` counts it), but stops by another rule: it waits until `num_beams`
+hypotheses have finished, then, with its default `early_stopping=False`, bounds the best
+running hypothesis by s / lp(current length) instead of s / lp(cap). For alpha > 0 that is
+no bound (the hypothesis may still grow and score higher), so `generate` can stop earlier and
+return a shorter output than this search; with `early_stopping="never"` it bounds by the
+maximum length as this search does. With alpha = 0 both rules are exact and agree.
 
 A sentence that is done leaves the running batch: its beams, caches and source state are
 dropped, so later steps spend no work on it (as CTranslate2 does; real text finishes at
@@ -40,7 +52,11 @@ from keras_transformer.decoding.incremental import (
     forbid_early_eos,
     forbid_tokens,
 )
-from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
+from keras_transformer.decoding.length_penalty import (
+    LENGTH_PENALTIES,
+    length_penalty,
+    max_output_lengths,
+)
 from keras_transformer.decoding.prefix import prefix_tokens_at
 from keras_transformer.decoding.result import SearchResult
 from keras_transformer.decoding.top_k import top_k
@@ -95,6 +111,9 @@ class BeamSearch:
     Args:
         beam_size: hypotheses kept alive per sentence (paper: 4).
         alpha: length-penalty strength (paper: 0.6; 0 ranks by log-probability).
+        length_penalty: "gnmt" (((5 + |Y|) / 6) ** alpha, the paper's) or "power"
+            (|Y| ** alpha, as Marian and Hugging Face); in an exported graph also a scalar
+            boolean tensor, True for "power".
         max_extra_length: output tokens allowed beyond the source length (paper: 50); the cap
             is also at most the model's `max_length`.
         num_hypotheses: how many finished hypotheses to return per sentence (n-best),
@@ -118,7 +137,15 @@ class BeamSearch:
     >>> result.ids[:, 0]             # the best translation of each sentence, eos-terminated
     """
 
-    def __init__(self, beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1, min_length=0):
+    def __init__(
+        self,
+        beam_size=4,
+        alpha=0.6,
+        max_extra_length=50,
+        num_hypotheses=1,
+        min_length=0,
+        length_penalty="gnmt",
+    ):
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
         # alpha, max_extra_length and num_hypotheses may also be scalar tensors: an exported
@@ -138,7 +165,12 @@ class BeamSearch:
             raise ValueError(
                 f"max_extra_length must be a non-negative integer, got {max_extra_length!r}"
             )
+        if not ops.is_tensor(length_penalty) and length_penalty not in LENGTH_PENALTIES:
+            raise ValueError(
+                f"length_penalty must be one of {LENGTH_PENALTIES}, got {length_penalty!r}"
+            )
         self.beam_size = beam_size
+        self.length_penalty = length_penalty
         self.alpha = float(alpha) if isinstance(alpha, (int, float)) else alpha
         self.max_extra_length = max_extra_length
         self.num_hypotheses = num_hypotheses
@@ -254,7 +286,9 @@ class BeamSearch:
         old_ids, old_log_probs, old_scores, old_lengths = (
             ops.take(value, sentences, axis=0) for value in finished
         )
-        candidate_scores = candidates.log_probs / length_penalty(length, self.alpha)
+        candidate_scores = candidates.log_probs / length_penalty(
+            length, self.alpha, self.length_penalty
+        )
         pool_scores = ops.concatenate(
             [old_scores, ops.where(candidates.finishes, candidate_scores, NEG_INF)], axis=1
         )
@@ -278,7 +312,7 @@ class BeamSearch:
         best finished one (or nothing is alive)."""
         sentences, caps, done = running
         best_alive = alive_log_probs[:, 0]
-        bound = best_alive / length_penalty(caps, self.alpha)
+        bound = best_alive / length_penalty(caps, self.alpha, self.length_penalty)
         nth_finished = ops.take(finished_scores, self.num_hypotheses - 1, axis=1)
         done = done | (best_alive <= NEG_INF / 2) | (nth_finished >= bound)
         return sentences, caps, done
@@ -290,6 +324,7 @@ class BeamSearch:
             "max_extra_length": self.max_extra_length,
             "num_hypotheses": self.num_hypotheses,
             "min_length": self.min_length,
+            "length_penalty": self.length_penalty,
         }
 
 
@@ -367,9 +402,16 @@ def _drop_finished(running, alive, rows, dynamic, parent_beams, beam_size, dropp
 
 
 def beam_search(
-    model, source_ids, beam_size=4, alpha=0.6, max_extra_length=50, num_hypotheses=1, min_length=0
+    model,
+    source_ids,
+    beam_size=4,
+    alpha=0.6,
+    max_extra_length=50,
+    num_hypotheses=1,
+    min_length=0,
+    length_penalty="gnmt",
 ):
     """`BeamSearch(beam_size, alpha, ...)(model, source_ids)` in one call."""
-    return BeamSearch(beam_size, alpha, max_extra_length, num_hypotheses, min_length)(
-        model, source_ids
-    )
+    return BeamSearch(
+        beam_size, alpha, max_extra_length, num_hypotheses, min_length, length_penalty
+    )(model, source_ids)

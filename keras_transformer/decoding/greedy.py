@@ -9,13 +9,21 @@ from keras_transformer.decoding.incremental import (
     forbid_early_eos,
     forbid_tokens,
 )
-from keras_transformer.decoding.length_penalty import length_penalty, max_output_lengths
+from keras_transformer.decoding.length_penalty import length_penalty as penalty
+from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.prefix import force_prefix
 from keras_transformer.decoding.result import SearchResult
 
 
 def decode_token_by_token(
-    model, source_ids, select_tokens, max_extra_length=50, alpha=0.0, min_length=0, prefix_ids=None
+    model,
+    source_ids,
+    select_tokens,
+    max_extra_length=50,
+    alpha=0.0,
+    min_length=0,
+    prefix_ids=None,
+    length_penalty="gnmt",
 ):
     """Decodes one hypothesis per sentence, choosing each token with `select_tokens`.
 
@@ -31,6 +39,7 @@ def decode_token_by_token(
             `log_probs` already forbid pad and bos.
         max_extra_length: output tokens allowed beyond the source length.
         alpha: length-penalty strength used for `scores` only (the choice is per token).
+        length_penalty: its form, "gnmt" or "power" (`length_penalty.py`).
         min_length: no eos before this many output tokens (eos included).
         prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
             right-padded with pad (`keras_transformer.decoding.prefix`).
@@ -82,11 +91,19 @@ def decode_token_by_token(
         dynamic,
     )
     _, _, ids, lengths, log_probs, _, _ = decoding_loop(decoder, not_done, one_step, state, lengths)
-    scores = log_probs / length_penalty(lengths, alpha)
+    scores = log_probs / penalty(lengths, alpha, length_penalty)
     return SearchResult(ids[:, None, :], lengths[:, None], log_probs[:, None], scores[:, None])
 
 
-def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=0, prefix_ids=None):
+def greedy_search(
+    model,
+    source_ids,
+    max_extra_length=50,
+    alpha=0.0,
+    min_length=0,
+    prefix_ids=None,
+    length_penalty="gnmt",
+):
     """Greedy search: the most probable token at every step.
 
     Args:
@@ -94,6 +111,7 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=
         source_ids: `[batch, source_length]` int32, ending with eos, padded with pad.
         max_extra_length: output tokens allowed beyond the source length (paper: 50).
         alpha: length-penalty strength for the reported `scores` (does not change the output).
+        length_penalty: its form, "gnmt" or "power" (`length_penalty.py`).
         min_length: no eos before this many output tokens (eos included).
         prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
             right-padded with pad (`keras_transformer.decoding.prefix`).
@@ -113,4 +131,5 @@ def greedy_search(model, source_ids, max_extra_length=50, alpha=0.0, min_length=
         alpha=alpha,
         min_length=min_length,
         prefix_ids=prefix_ids,
+        length_penalty=length_penalty,
     )

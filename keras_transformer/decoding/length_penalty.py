@@ -1,35 +1,53 @@
-"""The GNMT length penalty and the per-sentence output length limit (paper section 6.1).
+"""The length penalties of beam search and the per-sentence output length limit (paper 6.1).
 
-Beam search ranks a hypothesis Y by log P(Y|X) / lp(Y), with the length penalty of Wu et al.
-(2016, the paper's reference [31]):
+Beam search ranks a hypothesis Y by log P(Y|X) / lp(Y), with one of two length penalties:
 
-    lp(Y) = ((5 + |Y|) / 6) ** alpha
+- "gnmt", the paper's (Wu et al., 2016, its reference [31]): lp(Y) = ((5 + |Y|) / 6) ** alpha;
+- "power", that of Marian, fairseq, Hugging Face transformers and CTranslate2:
+  lp(Y) = |Y| ** alpha.
 
-where |Y| counts the output tokens including the final end-of-sentence token. The paper uses
-alpha = 0.6; alpha = 0 ranks by the raw log-probability. The paper also caps the output at
-"input length + 50": `max_output_lengths` gives that cap per sentence.
+|Y| counts the output tokens including the final end-of-sentence token, never the start
+token: as transformers 5's `generate` counts it (`cur_len + 1 - decoder_prompt_len` when a
+hypothesis finishes). The paper uses the GNMT form with alpha = 0.6; alpha = 0 ranks by the
+raw log-probability under either form. Both grow with |Y| for alpha >= 0, which the early
+exit of beam search relies on. The paper also caps the output at "input length + 50":
+`max_output_lengths` gives that cap per sentence.
 """
 
 from keras import ops
 
+from keras_transformer.decoding.settings import LENGTH_PENALTIES
 
-def length_penalty(length, alpha):
-    """((5 + length) / 6) ** alpha, for a Python number or a tensor of lengths.
+
+def length_penalty(length, alpha, form="gnmt"):
+    """lp(|Y|): ((5 + length) / 6) ** alpha ("gnmt") or length ** alpha ("power").
 
     Args:
         length: |Y|, output tokens including eos (int, float or tensor).
         alpha: the strength of the penalty (0.6 in the paper; 0 disables it).
+        form: "gnmt" or "power" (`LENGTH_PENALTIES`); or a scalar boolean tensor, True for
+            "power" (an exported graph's per-request choice).
 
     Returns:
-        A float (for Python numbers) or a float32 tensor shaped like `length`.
+        A float (for Python numbers and a named form) or a float32 tensor shaped like
+        `length`.
 
     Example:
     >>> round(length_penalty(10, 0.6), 4)     # ((5 + 10) / 6) ** 0.6 = 2.5 ** 0.6
     1.7329
+    >>> length_penalty(4, 0.5, "power")       # 4 ** 0.5
+    2.0
     """
-    if isinstance(length, (int, float)):
-        return ((5.0 + length) / 6.0) ** alpha
-    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+    if isinstance(form, str) and form not in LENGTH_PENALTIES:
+        raise ValueError(f"length penalty must be one of {LENGTH_PENALTIES}, got {form!r}")
+    if isinstance(length, (int, float)) and isinstance(form, str):
+        return float(length) ** alpha if form == "power" else ((5.0 + length) / 6.0) ** alpha
+    length = ops.cast(length, "float32")
+    if isinstance(form, str):
+        base = length if form == "power" else (5.0 + length) / 6.0
+    else:
+        base = ops.where(form, length, (5.0 + length) / 6.0)
+    return ops.power(base, alpha)
 
 
 def max_output_lengths(source_ids, pad_id, max_extra_length, max_length):

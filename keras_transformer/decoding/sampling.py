@@ -84,6 +84,7 @@ def sample(
     alpha=0.0,
     top_p=1.0,
     prefix_ids=None,
+    length_penalty="gnmt",
 ):
     """Samples one translation per sentence.
 
@@ -98,6 +99,7 @@ def sample(
             `buffer_length = min(source_length + max_extra_length, max_length)`; pass it
             from outside a compiled function so that each call samples anew.
         alpha: length-penalty strength for the reported `scores`.
+        length_penalty: its form, "gnmt" or "power" (`length_penalty.py`).
         top_p: nucleus sampling, in (0, 1] (1: off); applied after temperature and top-k.
         prefix_ids: optional `[batch, prefix_length]` target tokens every output starts with,
             right-padded with pad (`keras_transformer.decoding.prefix`).
@@ -125,5 +127,11 @@ def sample(
         return sample_tokens(log_probs, ops.take(noise, step, axis=0), top_k, temperature, top_p)
 
     return decode_token_by_token(
-        decoder, source_ids, select, max_extra_length, alpha=alpha, prefix_ids=prefix_ids
+        decoder,
+        source_ids,
+        select,
+        max_extra_length,
+        alpha=alpha,
+        prefix_ids=prefix_ids,
+        length_penalty=length_penalty,
     )

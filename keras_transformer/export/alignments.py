@@ -61,7 +61,9 @@ def translate_with_alignments(functions, translate_ids, classes):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         source_ids = functions.encode(text)
         one = tf.constant(1, tf.int32)
-        found = translate_ids(source_ids, beam_size, alpha, max_extra_length, one)
+        # The export's default length penalty: this signature takes no per-request one.
+        penalty = defaults["length_penalty"]
+        found = translate_ids(source_ids, beam_size, alpha, max_extra_length, one, penalty)
         ids, score = found["output_ids"][:, 0], found["scores"][:, 0]
         links = tf.cond(
             tf.shape(text)[0] > 0,

@@ -7,7 +7,9 @@ extra), imported only here.
 
 How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transformer_spec.py`):
 
-- post-norm (`pre_norm=False`) or pre-norm with its final LayerNorm per stack; ReLU;
+- post-norm (`pre_norm=False`) or pre-norm with its final LayerNorm per stack; the
+  feed-forward activation (`TransformerConfig.activation`: ReLU, swish or exact GELU) as the
+  stack specs' `activation`;
 - embeddings x sqrt(d_model) (or unscaled, per stack), then the positional table (our
   sinusoids, or the learned table) written out for `max_length` positions: CTranslate2 has
   no later position, as our model has none (its `max_decoding_length` must stay within);
@@ -17,10 +19,11 @@ How our model maps onto the spec (CTranslate2 4.x, `ctranslate2/specs/transforme
   the narrower one with zero columns (zero query/key columns add nothing to Q K^T, zero value
   columns meet zero rows of the output projection), the query weights scaled so that the
   padded width's 1/sqrt(width) is still 1/sqrt(d_k): the outputs are unchanged.
-- our searches never emit pad or bos; the projection's bias keeps them out of CTranslate2's
-  outputs likewise (`FORBIDDEN_LOGIT`).
+- the output bias (`config.output_bias`) as the projection's bias; our searches never emit pad
+  or bos (one token when bos is pad), and that bias keeps them out of CTranslate2's outputs
+  likewise (`FORBIDDEN_LOGIT`); the decoder starts from bos, pad for OPUS-MT models.
 
-Refused, with the layer named: a feed-forward activation other than ReLU.
+Refused, with the layer named: a layer whose activation is not the config's.
 """
 
 import math
@@ -70,6 +73,11 @@ def import_ctranslate2():
     return ctranslate2
 
 
+# `TransformerConfig.activation` -> the member of CTranslate2's `common_spec.Activation` (its
+# GELU is the exact, erf form, as Keras' "gelu"; SWISH is x * sigmoid(x)).
+CTRANSLATE2_ACTIVATIONS = {"relu": "RELU", "swish": "SWISH", "gelu": "GELU"}
+
+
 def check_exportable(model):
     """Raises `UserInputError` naming what of `model` the `TransformerSpec` written here
     cannot hold; returns its config otherwise."""
@@ -81,21 +89,24 @@ def check_exportable(model):
             f"only a keras_transformer Transformer exports to CTranslate2, got "
             f"{type(model).__name__} (an ensemble exports one model at a time)"
         )
+    expected = keras.activations.get(config.activation)
     for stack in (model.encoder, model.decoder):
         for layer in stack.transformer_layers:
             activation = layer.feed_forward.inner_dense.activation
-            if activation is not keras.activations.relu:
+            if activation is not expected:
                 raise UserInputError(
                     f"{stack.name}/{layer.name}/feed_forward has the activation "
-                    f"{getattr(activation, '__name__', activation)!r}: the CTranslate2 export "
-                    "writes ReLU feed-forward layers (the paper's) only"
+                    f"{getattr(activation, '__name__', activation)!r}, not the config's "
+                    f"{config.activation!r}: the CTranslate2 export writes one activation "
+                    f"for every layer, one of {', '.join(CTRANSLATE2_ACTIVATIONS)}"
                 )
     return config
 
 
 def vocabulary_tokens(vocabulary):
-    """The SentencePiece pieces in id order: CTranslate2's source and target vocabulary."""
-    processor = vocabulary.processor
+    """The pieces in id order: CTranslate2's source and target vocabulary (an imported
+    model's: its `vocab.json` table, whose language tokens such as `>>deu<<` are tokens)."""
+    processor = getattr(vocabulary, "processor", vocabulary)
     return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
@@ -202,8 +213,9 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
 
     Args:
         model: a `keras_transformer.Transformer`.
-        tokens: the vocabulary, one string per id (`vocabulary_tokens(vocabulary)`); ids 1, 2
-            and 3 are unk, bos and eos.
+        tokens: the vocabulary, one string per id (`vocabulary_tokens(vocabulary)`); the
+            config's `unk_id`, `bos_id` (the decoder's start token) and `eos_id` name unk,
+            bos and eos.
         add_source_eos: whether CTranslate2 appends eos to each source itself (our models
             are trained on eos-terminated sources).
 
@@ -211,7 +223,7 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         The spec: `spec.optimize(quantization)` then `spec.save(directory)` writes it.
     """
     ctranslate2 = import_ctranslate2()
-    from ctranslate2.specs import transformer_spec
+    from ctranslate2.specs import common_spec, transformer_spec
 
     config = check_exportable(model)
     if len(tokens) != config.vocab_size:
@@ -223,13 +235,16 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
     converter = _Converter(config)
     pre_norm = config.norm_position == "pre"
     head_dim = None if converter.width * config.num_heads == config.d_model else converter.width
-    shape = dict(num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim)
+    activation = common_spec.Activation[CTRANSLATE2_ACTIVATIONS[config.activation]]
+    shape = dict(
+        num_heads=config.num_heads, pre_norm=pre_norm, head_dim=head_dim, activation=activation
+    )
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(config.num_layers, **shape),
         transformer_spec.TransformerDecoderSpec(config.num_layers, **shape),
     )
     spec.config.layer_norm_epsilon = float(config.layer_norm_epsilon)
-    spec.config.unk_token = tokens[1]
+    spec.config.unk_token = tokens[config.unk_id]
     spec.config.bos_token = spec.config.decoder_start_token = tokens[config.bos_id]
     spec.config.eos_token = tokens[config.eos_id]
     spec.config.add_source_eos = add_source_eos
@@ -259,7 +274,11 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         )
         converter.feed_forward(target.ffn, layer)
     spec.decoder.projection.weight = _array(model.output_projection.embeddings)
+    # The output bias (`config.output_bias`) where the model has one; pad and bos, which our
+    # searches never emit, forbidden on top (with bos == pad, the one token).
     bias = np.zeros((config.vocab_size,), "float32")
+    if model.output_bias is not None:
+        bias = _array(model.output_bias)
     bias[[config.pad_id, config.bos_id]] = FORBIDDEN_LOGIT
     spec.decoder.projection.bias = bias
     spec.register_source_vocabulary(list(tokens))
@@ -299,7 +318,8 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
 
     The directory holds `model.bin`, `config.json` (with `add_source_eos`, so that callers
     pass the SentencePiece pieces alone), `shared_vocabulary.json` and the SentencePiece
-    model as `sentencepiece.model`. It is written beside `output_dir` and renamed into
+    model as `sentencepiece.model` (an imported model's: `source.spm` to cut sources and
+    `target.spm`, `vocab.json` as imported). It is written beside `output_dir` and renamed into
     place, so a failed export leaves no half-written model.
 
     Args:
@@ -310,8 +330,9 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
             "bfloat16", "float32"); None keeps float32.
         overwrite: replace an existing CTranslate2 model directory at `output_dir`.
         vocabulary: the SentencePiece vocabulary the model was trained with (a
-            `SubwordVocabulary`, a `.model` path or a keras-hub tokenizer); default: the one
-            the model carries (`model.tokenizer`, saved in `.keras` files).
+            `SubwordVocabulary`, a `.model` path or a keras-hub tokenizer, or an imported
+            model's `MarianVocabulary` or run folder); default: the one the model carries
+            (`model.tokenizer`, saved in `.keras` files).
 
     Example:
         >>> model, files = load_model("runs/ende")  # doctest: +SKIP
@@ -339,5 +360,9 @@ def export_ctranslate2(model, output_dir, quantization=None, overwrite=False, vo
     spec.optimize(quantization=quantization)
     with atomic_directory(output_dir) as staging:
         spec.save(str(staging))
-        (staging / SENTENCEPIECE_FILE).write_bytes(vocabulary.model_proto)
+        files = getattr(vocabulary, "files", None)
+        for name, content in (
+            files().items() if files else [(SENTENCEPIECE_FILE, vocabulary.model_proto)]
+        ):
+            (staging / name).write_bytes(content)
     return output_dir

@@ -10,7 +10,8 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
 - `serving_default`: `text` `[batch]` string, and per-request decoding settings that default
   to the paper's (stored in the SignatureDef's `defaults`, which TF Serving fills in when a
   request leaves them out): `beam_size` (1 .. the compiled `max_beam_size`), `alpha`,
-  `max_extra_length`, `num_hypotheses` (at most `beam_size`). A value outside the ranges of
+  `max_extra_length`, `num_hypotheses` (at most `beam_size`), `length_penalty` (a string,
+  "gnmt" or "power": `keras_transformer.decoding.length_penalty`). A value outside the ranges of
   `keras_transformer.decoding.settings` fails the request with InvalidArgument naming the
   input, its value and its range. Outputs: `translation` `[batch]` string, `score` `[batch]`
   float, `nbest_translations` `[batch, n]` string, `nbest_scores` `[batch, n]` float.
@@ -34,8 +35,8 @@ Signatures (dense tensors only: a ragged output silently yields a broken signatu
   target's tokens, eos included), as `Translator.score` and `keras-transformer score`. The
   `score` of `serving_default` stays the beam's length-penalised score of its own output.
 - `translate_with_alignments`: `text` `[batch]` string and `beam_size`, `alpha`,
-  `max_extra_length` (same defaults); outputs `translation` `[batch]` string and `score`
-  `[batch]` float (the best hypothesis, as `serving_default`'s) and `alignment` `[batch]`
+  `max_extra_length` (same defaults; the export's length penalty); outputs `translation`
+  `[batch]` string and `score` `[batch]` float (the best hypothesis, as `serving_default`'s) and `alignment` `[batch]`
   string, its word alignment as Pharaoh pairs `"i-j ..."`
   (`keras_transformer.export.alignments`, as `translate(..., return_alignments=True)`).
 - `translate_sample`: `text` `[batch]` string and `top_k` (0: off), `top_p` (1: off),
@@ -92,6 +93,7 @@ def export_saved_model(
     beam_size=DEFAULT_BEAM_SIZE,
     alpha=DEFAULT_ALPHA,
     max_extra_length=DEFAULT_MAX_EXTRA_LENGTH,
+    length_penalty="gnmt",
 ):
     """Writes `base_dir/name/version/` and returns its path.
 
@@ -105,7 +107,8 @@ def export_saved_model(
             never overwritten.
         base_dir: TF Serving's model base path is `base_dir/name`.
         max_beam_size: the widest beam a request may ask for.
-        beam_size, alpha, max_extra_length: the defaults of requests that leave them out.
+        beam_size, alpha, max_extra_length, length_penalty: the defaults of requests that
+            leave them out (`length_penalty`: "gnmt", the paper's, or "power").
 
     Example:
         >>> path = export_saved_model(model, "run/vocab.model", "ende")  # doctest: +SKIP
@@ -118,7 +121,9 @@ def export_saved_model(
 
     _check_backend()
     vocabulary = load_vocabulary(vocabulary)
-    _check_settings(model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length)
+    _check_settings(
+        model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length, length_penalty
+    )
     final_dir = _version_dir(base_dir, name, version)
     functions = ServingFunctions(
         model,
@@ -127,6 +132,7 @@ def export_saved_model(
         beam_size=beam_size,
         alpha=alpha,
         max_extra_length=max_extra_length,
+        length_penalty=length_penalty,
     )
     archive = _serving_archive(model, vocabulary, functions)
     # Renamed into place when whole: TF Serving sees the version complete or not at all (the
@@ -135,7 +141,9 @@ def export_saved_model(
         archive.write_out(str(staging), verbose=False)
         extra = staging / "assets.extra"
         extra.mkdir(exist_ok=True)
-        metadata = _metadata(model, max_beam_size, beam_size, alpha, max_extra_length)
+        metadata = _metadata(
+            model, max_beam_size, beam_size, alpha, max_extra_length, length_penalty
+        )
         (extra / "keras_transformer.json").write_text(json.dumps(metadata, indent=2))
     return final_dir
 
@@ -150,7 +158,9 @@ def _check_backend():
         )
 
 
-def _check_settings(model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length):
+def _check_settings(
+    model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length, length_penalty
+):
     """The vocabulary against the model, and the search defaults against their ranges."""
     from keras_transformer.decoding.settings import check_decoding_settings
 
@@ -167,6 +177,7 @@ def _check_settings(model, vocabulary, max_beam_size, beam_size, alpha, max_extr
         alpha=alpha,
         max_extra_length=max_extra_length,
         max_beam_size=max_beam_size,
+        length_penalty=length_penalty,
     )
 
 
@@ -255,7 +266,7 @@ def _serving_archive(model, vocabulary, functions):
     return archive
 
 
-def _metadata(model, max_beam_size, beam_size, alpha, max_extra_length):
+def _metadata(model, max_beam_size, beam_size, alpha, max_extra_length, length_penalty):
     """`assets.extra/keras_transformer.json`: the model config and the export's settings."""
     return {
         "model_config": model.config.to_dict(),
@@ -266,5 +277,6 @@ def _metadata(model, max_beam_size, beam_size, alpha, max_extra_length):
             "alpha": alpha,
             "max_extra_length": max_extra_length,
             "num_hypotheses": 1,
+            "length_penalty": length_penalty,
         },
     }

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import BeamSearch
 from keras_transformer.decoding.scoring import score_targets
-from keras_transformer.decoding.settings import MESSAGE, ranges
+from keras_transformer.decoding.settings import CHOICES, MESSAGE, MESSAGE_CHOICE, ranges
 
 
 class ServingFunctions:
@@ -15,12 +15,22 @@ class ServingFunctions:
 
     Args:
         model: a `Transformer`.
-        vocabulary: its `SubwordVocabulary`.
+        vocabulary: its `SubwordVocabulary`, or an imported model's `MarianVocabulary`.
         max_beam_size: the widest beam compiled into the graph.
-        beam_size, alpha, max_extra_length: defaults of the per-request settings.
+        beam_size, alpha, max_extra_length, length_penalty: defaults of the per-request
+            settings (`length_penalty` "gnmt" or "power", a string input per request).
     """
 
-    def __init__(self, model, vocabulary, max_beam_size, beam_size, alpha, max_extra_length):
+    def __init__(
+        self,
+        model,
+        vocabulary,
+        max_beam_size,
+        beam_size,
+        alpha,
+        max_extra_length,
+        length_penalty="gnmt",
+    ):
         self.model = model
         self.config = model.config
         self.max_beam_size = max_beam_size
@@ -29,9 +39,12 @@ class ServingFunctions:
             alpha=tf.constant(alpha, tf.float32),
             max_extra_length=tf.constant(max_extra_length, tf.int32),
             num_hypotheses=tf.constant(1, tf.int32),
+            length_penalty=tf.constant(length_penalty, tf.string),
         )
-        # A tf.Module whose SentencePiece resource the archive tracks and saves.
-        self.tokenizer = vocabulary.make_tokenizer()
+        # Each side's tokenization (one SentencePiece model, or OPUS-MT's two and id tables).
+        self.sides = vocabulary.make_graph_tokenizer()
+        # The tf.Module whose SentencePiece resources (and tables) the archive tracks and saves.
+        self.tokenizer = getattr(self.sides, "tokenizer", self.sides)
 
     # -- signatures ---------------------------------------------------------------------------
 
@@ -41,6 +54,7 @@ class ServingFunctions:
             tf.TensorSpec([], tf.float32, name="alpha"),
             tf.TensorSpec([], tf.int32, name="max_extra_length"),
             tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+            tf.TensorSpec([], tf.string, name="length_penalty"),
         ]
 
     def text_signature(self):
@@ -64,10 +78,10 @@ class ServingFunctions:
             alpha=d["alpha"],
             max_extra_length=d["max_extra_length"],
             num_hypotheses=d["num_hypotheses"],
+            length_penalty=d["length_penalty"],
         ):
-            return self._translate_text(
-                translate_ids, text, beam_size, alpha, max_extra_length, num_hypotheses
-            )
+            settings = (beam_size, alpha, max_extra_length, num_hypotheses, length_penalty)
+            return self._translate_text(translate_ids, text, *settings)
 
         return translate_text
 
@@ -92,10 +106,10 @@ class ServingFunctions:
             alpha=d["alpha"],
             max_extra_length=d["max_extra_length"],
             num_hypotheses=d["num_hypotheses"],
+            length_penalty=d["length_penalty"],
         ):
-            ids, lengths, scores = self._search(
-                source_ids, beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids
-            )
+            settings = (beam_size, alpha, max_extra_length, num_hypotheses, length_penalty)
+            ids, lengths, scores = self._search(source_ids, *settings, prefix_ids)
             return {"output_ids": ids, "output_lengths": lengths, "scores": scores}
 
         return translate_ids_with_prefix
@@ -111,11 +125,11 @@ class ServingFunctions:
             alpha=d["alpha"],
             max_extra_length=d["max_extra_length"],
             num_hypotheses=d["num_hypotheses"],
+            length_penalty=d["length_penalty"],
         ):
             no_prefix = tf.zeros([tf.shape(source_ids)[0], 0], tf.int32)
-            return translate_ids_with_prefix(
-                source_ids, no_prefix, beam_size, alpha, max_extra_length, num_hypotheses
-            )
+            settings = (beam_size, alpha, max_extra_length, num_hypotheses, length_penalty)
+            return translate_ids_with_prefix(source_ids, no_prefix, *settings)
 
         return translate_ids
 
@@ -141,6 +155,7 @@ class ServingFunctions:
             alpha=d["alpha"],
             max_extra_length=d["max_extra_length"],
             num_hypotheses=d["num_hypotheses"],
+            length_penalty=d["length_penalty"],
         ):
             text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
             target_prefix = tf.reshape(tf.convert_to_tensor(target_prefix, tf.string), [-1])
@@ -151,9 +166,8 @@ class ServingFunctions:
             )
             with tf.control_dependencies([same_size]):
                 prefix_ids = self.encode_prefix(target_prefix)
-            found = translate_ids_with_prefix(
-                self.encode(text), prefix_ids, beam_size, alpha, max_extra_length, num_hypotheses
-            )
+            settings = (beam_size, alpha, max_extra_length, num_hypotheses, length_penalty)
+            found = translate_ids_with_prefix(self.encode(text), prefix_ids, *settings)
             return self._text_outputs(text, found["output_ids"], found["scores"])
 
         return translate_with_prefix
@@ -200,7 +214,7 @@ class ServingFunctions:
         Sources longer than the model's `max_length` are truncated (keeping room for eos),
         as `translate()` does.
         """
-        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
+        pieces = self.sides.tokenize_source(text)[:, : self.config.max_length - 1]
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return with_eos.to_tensor(default_value=self.config.pad_id)
@@ -208,13 +222,13 @@ class ServingFunctions:
     def encode_prefix(self, text):
         """`[batch]` strings -> `[batch, length]` target prefix ids: pieces, then pad (no eos);
         "" gives a row of pads, no prefix. A prefix is cut at the output length cap."""
-        pieces = self.tokenizer.tokenize(text)[:, : self.config.max_length - 1]
+        pieces = self.sides.tokenize_target(text)[:, : self.config.max_length - 1]
         return pieces.to_tensor(default_value=self.config.pad_id)
 
     def encode_target(self, text):
         """`[batch]` strings -> `[batch, length]` labels: pieces, eos, then pad; a target of
         more than `max_length` tokens (eos included) fails with InvalidArgument."""
-        pieces = self.tokenizer.tokenize(text)
+        pieces = self.sides.tokenize_target(text)
         eos = tf.fill([tf.shape(text)[0], 1], self.config.eos_id)
         with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         lengths = with_eos.row_lengths()
@@ -237,14 +251,15 @@ class ServingFunctions:
         shape = tf.shape(ids)
         flat = tf.reshape(ids, [tf.reduce_prod(shape[:-1]), shape[-1]])  # no -1: rows may be 0
         flat = tf.where(flat == self.config.eos_id, self.config.pad_id, flat)
-        text = self.tokenizer.detokenize(
+        text = self.sides.detokenize_target(
             tf.RaggedTensor.from_tensor(flat, padding=self.config.pad_id)
         )
         return tf.reshape(text, shape[:-1])
 
-    def check_settings(self, beam_size, alpha, max_extra_length, num_hypotheses):
-        """The settings, after asserts of `check_decoding_settings`' ranges: a request outside
-        them fails with InvalidArgument and the same message as `translate()`'s error."""
+    def check_settings(self, beam_size, alpha, max_extra_length, num_hypotheses, length_penalty):
+        """The settings, after asserts of `check_decoding_settings`' ranges and choices: a
+        request outside them fails with InvalidArgument and the same message as
+        `translate()`'s error. `length_penalty` comes back as a boolean, True for "power"."""
         values = {
             "beam_size": beam_size,
             "alpha": alpha,
@@ -264,15 +279,31 @@ class ServingFunctions:
                 valid = tf.logical_and(valid, tf.math.is_finite(value))  # as the Python rule
             message = tf.strings.format(template, [value, high] if dynamic else [value])
             checks.append(tf.debugging.Assert(valid, [message]))
+        choices = CHOICES["length_penalty"]
+        known = tf.reduce_any(tf.equal(length_penalty, tf.constant(choices)))
+        # Joined, not tf.strings.format, which would quote the string.
+        before, after = MESSAGE_CHOICE.format(
+            name="length_penalty", value="\0", choices=", ".join(choices)
+        ).split("\0")
+        message = tf.strings.join([before, length_penalty, after])
+        checks.append(tf.debugging.Assert(known, [message]))
         with tf.control_dependencies(checks):
-            return [tf.identity(value) for value in values.values()]
+            power = tf.equal(length_penalty, "power")
+            return [tf.identity(value) for value in (*values.values(), power)]
 
     def _search(
-        self, source_ids, beam_size, alpha, max_extra_length, num_hypotheses, prefix_ids=None
+        self,
+        source_ids,
+        beam_size,
+        alpha,
+        max_extra_length,
+        num_hypotheses,
+        length_penalty,
+        prefix_ids=None,
     ):
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-        beam_size, alpha, max_extra_length, num_hypotheses = self.check_settings(
-            beam_size, alpha, max_extra_length, num_hypotheses
+        beam_size, alpha, max_extra_length, num_hypotheses, power = self.check_settings(
+            beam_size, alpha, max_extra_length, num_hypotheses, length_penalty
         )
 
         def run(width):
@@ -283,6 +314,7 @@ class ServingFunctions:
                 alpha=alpha,
                 max_extra_length=max_extra_length,
                 num_hypotheses=num_hypotheses,
+                length_penalty=power,
             )(self.model, source_ids, prefix_ids)
             # Pad the hypothesis axis to the widest beam: every branch has one shape.
             missing = self.max_beam_size - tf.shape(result.ids)[1]
@@ -307,11 +339,9 @@ class ServingFunctions:
         )
         return ids[:, :num_hypotheses], lengths[:, :num_hypotheses], scores[:, :num_hypotheses]
 
-    def _translate_text(
-        self, translate_ids, text, beam_size, alpha, max_extra_length, num_hypotheses
-    ):
+    def _translate_text(self, translate_ids, text, *settings):
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        found = translate_ids(self.encode(text), beam_size, alpha, max_extra_length, num_hypotheses)
+        found = translate_ids(self.encode(text), *settings)
         return self._text_outputs(text, found["output_ids"], found["scores"])
 
     def _text_outputs(self, text, ids, scores):

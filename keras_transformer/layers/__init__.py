@@ -15,6 +15,7 @@ from keras_transformer.layers.encoder import (
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.output_bias import OutputBias
 from keras_transformer.layers.positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -28,6 +29,7 @@ __all__ = [
     "LayerNormalization",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
+    "OutputBias",
     "PositionwiseFeedForward",
     "ResidualConnection",
     "ScaledDotProductAttention",

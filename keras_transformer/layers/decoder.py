@@ -56,6 +56,7 @@ class TransformerDecoderLayer(keras.layers.Layer):
         relu_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        activation="relu",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -69,6 +70,7 @@ class TransformerDecoderLayer(keras.layers.Layer):
             relu_dropout=relu_dropout,
             norm_position=norm_position,
             layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
         )
         policy = self.dtype_policy
 
@@ -87,7 +89,11 @@ class TransformerDecoderLayer(keras.layers.Layer):
         self.cross_attention = attention("cross_attention")
         self.cross_attention_residual = residual("cross_attention_residual")
         self.feed_forward = PositionwiseFeedForward(
-            d_ff, relu_dropout=relu_dropout, dtype=policy, name="feed_forward"
+            d_ff,
+            relu_dropout=relu_dropout,
+            activation=activation,
+            dtype=policy,
+            name="feed_forward",
         )
         self.feed_forward_residual = residual("feed_forward_residual")
 

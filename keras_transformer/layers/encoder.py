@@ -26,6 +26,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         attention_dropout, relu_dropout: optional extra dropouts (default 0, as the paper).
         norm_position: "post" (paper) or "pre".
         layer_norm_epsilon: LayerNorm epsilon.
+        activation: the feed-forward activation: "relu" (paper), "swish" or "gelu".
 
     Call args:
         x: `[batch, length, d_model]`.
@@ -48,18 +49,22 @@ class TransformerEncoderLayer(keras.layers.Layer):
         relu_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        activation="relu",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.relu_dropout = relu_dropout
-        self.norm_position = norm_position
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_args = dict(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            d_ff=d_ff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            norm_position=norm_position,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+        )
         policy = self.dtype_policy
         self.self_attention = MultiHeadAttention(
             num_heads,
@@ -73,7 +78,11 @@ class TransformerEncoderLayer(keras.layers.Layer):
             dropout, norm_position, layer_norm_epsilon, dtype=policy, name="self_attention_residual"
         )
         self.feed_forward = PositionwiseFeedForward(
-            d_ff, relu_dropout=relu_dropout, dtype=policy, name="feed_forward"
+            d_ff,
+            relu_dropout=relu_dropout,
+            activation=activation,
+            dtype=policy,
+            name="feed_forward",
         )
         self.feed_forward_residual = ResidualConnection(
             dropout, norm_position, layer_norm_epsilon, dtype=policy, name="feed_forward_residual"
@@ -108,18 +117,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         return x_shape
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "d_ff": self.d_ff,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "relu_dropout": self.relu_dropout,
-            "norm_position": self.norm_position,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
+        return {**super().get_config(), **self.layer_args}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -8,13 +8,15 @@ from keras_transformer.layers.shapes import dense_on_rows
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position alike.
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position alike (with another
+    `activation`, act(x W_1 + b_1) W_2 + b_2).
 
     Args:
         d_ff: inner width (2048 in the base model).
         output_dim: output width; defaults to the input's last dimension (d_model).
         relu_dropout: dropout after the ReLU (not in the paper: default 0).
-        activation: the inner activation; "relu" as the paper.
+        activation: the inner activation, a Keras name: "relu" as the paper, "swish"
+            (x * sigmoid(x)) or "gelu" (exact, erf form) as `TransformerConfig.activation`.
 
     Example:
     >>> ffn = PositionwiseFeedForward(d_ff=2048)

@@ -27,8 +27,8 @@ class TransformerStack(keras.layers.Layer):
         max_length: positions that a learned positional embedding covers.
 
     The other arguments (`num_heads`, `key_dim`, `value_dim`, `d_ff`, `dropout`,
-    `attention_dropout`, `relu_dropout`, `norm_position`, `layer_norm_epsilon`) are those of
-    each layer.
+    `attention_dropout`, `relu_dropout`, `norm_position`, `layer_norm_epsilon`, `activation`) are
+    those of each layer.
     """
 
     layer_class = None
@@ -45,6 +45,7 @@ class TransformerStack(keras.layers.Layer):
         relu_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        activation="relu",
         positional="sinusoidal",
         max_length=1024,
         **kwargs,
@@ -61,6 +62,7 @@ class TransformerStack(keras.layers.Layer):
             relu_dropout=relu_dropout,
             norm_position=norm_position,
             layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
         )
         self.positional = positional
         self.max_length = max_length

@@ -2,6 +2,7 @@
 evaluation, export and averaging read. Below both `training` and `translation`.
 
     layout.py       OutputDir: the files of a run folder, and their names
+    decoding.py     decoding_defaults: the search settings of a run's decoding.json
     models.py       atomic_save_model, find_model_files, load_model: a run's model in and out
     checkpoints.py  Checkpointer: the tf.train.Checkpoint files of a run (TensorFlow only)
     averaging.py    average_checkpoints: the mean of the last N checkpoints (paper 6.1)
@@ -21,6 +22,7 @@ _EXPORTS = {
     "atomic_save_model": "models",
     "find_model_files": "models",
     "load_model": "models",
+    "decoding_defaults": "decoding",
     "Checkpointer": "checkpoints",
     "list_checkpoints": "checkpoints",
     "model_variables": "checkpoints",

@@ -18,6 +18,7 @@ import os
 import keras
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.data.marian_vocabulary import is_marian_folder
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.files import temporary_beside
@@ -51,7 +52,10 @@ def atomic_save_model(model, path, vocabulary=None):
 
 def _vocabulary_in(folder):
     candidate = os.path.join(folder, VOCAB_FILE)
-    return candidate if os.path.isfile(candidate) else None
+    if os.path.isfile(candidate):
+        return candidate
+    # An imported model's vocabulary is several files: the folder designates them.
+    return folder if is_marian_folder(folder) else None
 
 
 def find_model_files(path):
@@ -64,7 +68,8 @@ def find_model_files(path):
     Returns:
         A dict with `kind` ("keras" or "checkpoint"), `model` (the file or prefix), `config`
         (the `config.json` a checkpoint needs, else None) and `vocabulary` (the `vocab.model`
-        path, or None when there is none where the convention puts it).
+        path, the run folder of an imported model's `source.spm`, `target.spm` and
+        `vocab.json`, or None when there is none where the convention puts it).
 
     Raises:
         UserInputError: when `path` is none of these.
@@ -163,12 +168,11 @@ def _load_average(path, last):
     from keras_transformer.runs.averaging import average_checkpoints
 
     model = average_checkpoints(path, last=last)
-    vocabulary = OutputDir(path).vocabulary
     return model, {
         "kind": "average",
         "model": path,
         "config": None,
-        "vocabulary": vocabulary if os.path.isfile(vocabulary) else None,
+        "vocabulary": _vocabulary_in(path),
     }
 
 

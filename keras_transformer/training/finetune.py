@@ -20,6 +20,7 @@ import os
 import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.data.marian_vocabulary import is_marian_folder
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.errors import UserInputError
 from keras_transformer.runs.checkpoints import list_checkpoints, model_variables
@@ -56,6 +57,19 @@ def resolve_init(config):
         raise UserInputError(
             f"{key} {source.path!r} is not a folder; give the output_dir of a trained run"
         )
+    imported = not os.path.isfile(source.vocabulary) and is_marian_folder(source.path)
+    if imported:
+        if config.data.vocab is not None:
+            raise UserInputError(
+                f"data.vocab {config.data.vocab!r}: {key} {source.path!r} is an imported model, "
+                "whose vocabulary (source.spm, target.spm, vocab.json) the fine-tuned run "
+                "keeps; remove data.vocab"
+            )
+        if not os.path.isfile(source.model_config):
+            raise UserInputError(
+                f"{key} {source.path!r} has no config.json; import the model again"
+            )
+        return config, dict(_init_weights(source), imported=True)
     for path in (source.model_config, source.vocabulary):
         if not os.path.isfile(path):
             raise UserInputError(
@@ -106,6 +120,29 @@ def _check_same_pieces(vocab, source_vocab):
             "of init_from: a fine-tuned model keeps the ids it was trained with; remove "
             "data.vocab (the run's own vocabulary is used) or start from another run"
         )
+
+
+def imported_model_config(config, source):
+    """The model of a run tuning an imported model: `source`'s config.json (`init_from`'s, or
+    the run's own on a resume), with the config's dropout and label smoothing.
+
+    Raises:
+        UserInputError: when the config's model section sets any other field: the
+            architecture is the imported model's.
+    """
+    path = source.model_config if isinstance(source, OutputDir) else source
+    with open(path, encoding="utf-8") as file:
+        existing = TransformerConfig.from_dict(json.load(file))
+    overrides = {k: v for k, v in config.model.items() if k != "preset"}
+    fixed = sorted(k for k in overrides if k not in TRAINING_ONLY_FIELDS)
+    if fixed or config.model.get("preset", "base") != "base":
+        named = ", ".join(f"model.{k}" for k in fixed or ["preset"])
+        raise UserInputError(
+            f"{named}: the model of a run tuning an imported model is that model's "
+            f"({path}); leave the model section out, or set only "
+            f"{', '.join(TRAINING_ONLY_FIELDS)}"
+        )
+    return dataclasses.replace(existing, **overrides)
 
 
 def check_init_model(model_config, init):

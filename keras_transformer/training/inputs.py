@@ -21,9 +21,11 @@ import time
 import tensorflow as tf
 
 from keras_transformer import data
+from keras_transformer.data.marian_vocabulary import MarianVocabulary, is_marian_folder
 from keras_transformer.errors import UserInputError
 from keras_transformer.files import atomic_copy
 from keras_transformer.runs.checkpoints import has_data_feed, has_data_iterator
+from keras_transformer.runs.decoding import DECODING_FILE
 from keras_transformer.training.accumulation import group_micro_batches
 from keras_transformer.training.distributed_feed import CheckpointableFeed
 from keras_transformer.training.training_model import read_value
@@ -57,10 +59,21 @@ def corpora(files):
     return found
 
 
-def prepare_vocabulary(config, run, chief):
+def prepare_vocabulary(config, run, chief, init=None):
     """The run's vocabulary: the given `.model` (copied into the run), the run's own from an
-    earlier start, or one trained now on the training corpora."""
+    earlier start, or one trained now on the training corpora; for a run tuning an imported
+    model, that model's `MarianVocabulary` (its files and decoding.json copied into the run)."""
     settings = config.data
+    if settings.vocab is None and init is not None and init.get("imported"):
+        vocabulary = MarianVocabulary.from_folder(init["run"])
+        if chief:
+            vocabulary.write(run.path)
+            decoding = os.path.join(init["run"], DECODING_FILE)
+            if os.path.isfile(decoding):
+                atomic_copy(decoding, os.path.join(run.path, DECODING_FILE))
+        return vocabulary
+    if settings.vocab is None and is_marian_folder(run.path):
+        return MarianVocabulary.from_folder(run.path)
     if settings.vocab is not None:
         if chief:
             if not os.path.exists(run.vocabulary):

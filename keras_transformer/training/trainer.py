@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import keras
 
+from keras_transformer.data.marian_vocabulary import MarianVocabulary, is_marian_folder
 from keras_transformer.errors import UserInputError
 from keras_transformer.model import build_model
 from keras_transformer.runs.averaging import average_checkpoints, in_last_fraction
@@ -220,8 +221,12 @@ def _train(config, run, start, callbacks, init=None):
     # Outside the strategy scope: one host variable, written by a callback between updates.
     train_seconds = keras.Variable(0.0, dtype="float64", trainable=False, name="train_seconds")
 
-    vocabulary = inputs.prepare_vocabulary(config, run, chief)
-    model_config = config.transformer_config(vocab_size=vocabulary.size)
+    vocabulary = inputs.prepare_vocabulary(config, run, chief, init)
+    if isinstance(vocabulary, MarianVocabulary):  # an imported model, or a run tuning one
+        source = init["model_config"] if init else run
+        model_config = finetune.imported_model_config(config, source)
+    else:
+        model_config = config.transformer_config(vocab_size=vocabulary.size)
     run_files.check_run_model(model_config, run)
     if init is not None:
         finetune.check_init_model(model_config, init)
@@ -439,7 +444,8 @@ def _dev_bleu_callback(config, run, chief):
     return DevBleu(
         sources,
         references,
-        run.vocabulary,
+        # An imported model's vocabulary is several files: the run folder designates them.
+        run.path if is_marian_folder(run.path) else run.vocabulary,
         beam_size=settings.beam_size,
         alpha=settings.alpha,
         patience=settings.patience,

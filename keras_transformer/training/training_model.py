@@ -62,8 +62,9 @@ class TrainingModel(SkipSymbolicBuildWhenBuilt, keras.Model):
         pad_id: the label id that is not a token (default: the config's).
         fused_loss: compute the training loss with `fused_projection_loss` (the same function,
             without float32 logits in memory; `keras_transformer.training.fused_loss`).
-            Ignored under float16, whose loss scaling needs the plain path, and with
-            `jit_compile`, where XLA fuses the plain path itself.
+            Ignored under float16, whose loss scaling needs the plain path, with
+            `jit_compile`, where XLA fuses the plain path itself, and for a model with an
+            output bias.
 
     Example:
         >>> model = TrainingModel(build_model(config))  # doctest: +SKIP
@@ -75,7 +76,13 @@ class TrainingModel(SkipSymbolicBuildWhenBuilt, keras.Model):
         super().__init__(**kwargs)
         config = transformer.config
         self.transformer = transformer
-        self.fused_loss = fused_loss and transformer.decoder.compute_dtype != "float16"
+        # The fused loss makes its logits from the embedding matrix alone: a model with an
+        # output bias (`config.output_bias`) trains on the plain path.
+        self.fused_loss = (
+            fused_loss
+            and transformer.decoder.compute_dtype != "float16"
+            and transformer.output_bias is None
+        )
         self.pad_id = config.pad_id if pad_id is None else pad_id
         smoothing = config.label_smoothing if label_smoothing is None else label_smoothing
         self.loss_fn = LabelSmoothedCrossEntropy(smoothing, pad_id=self.pad_id)
