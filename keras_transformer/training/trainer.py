@@ -777,13 +777,18 @@ def _write_run_files(config, model_config, run):
 
 
 def _keep_previous(path):
-    """Moves a run file aside as NAME.<time stamp>.json; returns the new path."""
+    """Copies a run file aside as NAME.<time stamp>.json; returns the copy's path.
+
+    A copy, not a move: `path` stays in place until its successor is renamed onto it, so a
+    start killed in between leaves the run with its old file, not without one.
+    """
     stem = f"{path[:-5]}.{time.strftime('%Y%m%d-%H%M%S')}"
     kept, number = f"{stem}.json", 1
-    while os.path.exists(kept):  # two starts in one second: os.replace would overwrite
+    while os.path.exists(kept):  # two starts in one second: the copy would overwrite
         number += 1
         kept = f"{stem}-{number}.json"
-    os.replace(path, kept)
+    with open(path, "rb") as source, atomic_write(kept, "wb") as copy:
+        shutil.copyfileobj(source, copy)
     return kept
 
 
