@@ -9,12 +9,18 @@ afresh, as a new process does, and can still split the CPU into logical devices.
 test-only hook: when the file PAUSE_REQUEST exists, the next checkpoint save stops between
 writing its files and listing them in the `checkpoint` state file (the moment a kill during a
 write matters) and waits there to be killed.
+
+Nothing here waits without a deadline: a run that neither reports nor ends within the
+launcher's `deadline` is killed and the test fails with a message that says so, instead of
+holding the suite until CI gives up.
 """
 
 import os
+import queue
 import signal
 import subprocess
 import textwrap
+import threading
 import time
 
 from keras_transformer.training import list_checkpoints
@@ -65,9 +71,17 @@ RUNNER = textwrap.dedent("""
 
 
 class Launcher:
-    """Starts runs (forked children of the launcher), one at a time, and reports on them."""
+    """Starts runs (forked children of the launcher), one at a time, and reports on them.
 
-    def __init__(self, directory, config, pause_request):
+    Args:
+        directory: where the launcher keeps its script and the runs' logs.
+        config: the config file a run trains on by default.
+        pause_request: the file whose existence pauses the next checkpoint save.
+        deadline: seconds a run may take to start, or to end once waited for, before it is
+            killed and the test fails.
+    """
+
+    def __init__(self, directory, config, pause_request, deadline=240):
         directory.mkdir(parents=True, exist_ok=True)
         runner = directory / "runner.py"
         runner.write_text(RUNNER)
@@ -83,13 +97,39 @@ class Launcher:
             stderr=self.stderr,
             text=True,
         )
+        self.deadline = deadline
         self.runs = 0
+        self.pid = None
+        # The launcher's lines, read by a thread so that each read can have a deadline.
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read_lines, daemon=True).start()
+
+    def _read_lines(self):
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put("")  # the launcher ended
+
+    def _line(self, waiting_for):
+        """The launcher's next line; fails the test (killing the run) after `deadline` s."""
+        try:
+            return self._lines.get(timeout=self.deadline)
+        except queue.Empty:
+            pass
+        if self.pid is not None and self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        self.process.kill()
+        run = "" if self.pid is None else f" (run {self.number}, pid {self.pid}, now killed)"
+        stderr = "" if self.pid is None else self.log(self.number, "err")[-3000:]
+        raise AssertionError(
+            f"no {waiting_for} within the launcher's deadline of {self.deadline} s{run}: "
+            f"a hung training process?\n{stderr}\nlauncher: {self.log(None, 'err')}"
+        )
 
     def start(self, config=""):
         """Starts `train` on `config` (default: the launcher's)."""
         self.process.stdin.write(f"{config}\n")
         self.process.stdin.flush()
-        line = self.process.stdout.readline()
+        line = self._line("start of a run")
         assert line.strip(), "the launcher failed: " + self.log(None, "err")
         self.pid, self.number = int(line), self.runs
         self.runs += 1
@@ -108,7 +148,9 @@ class Launcher:
 
     def wait(self):
         """The run's wait status (0: exit code 0)."""
-        return int(self.process.stdout.readline())
+        line = self._line("end of the run")
+        assert line.strip(), "the launcher failed: " + self.log(None, "err")
+        return int(line)
 
     def log(self, number, stream):
         if number is None:
@@ -117,7 +159,7 @@ class Launcher:
         return (self.logs / f"run{number}.{stream}").read_text()
 
     def close(self):
-        if self.runs and self.alive():  # a run left behind by a failed assertion
+        if self.pid is not None and self.alive():  # a run left behind by a failed assertion
             os.kill(self.pid, signal.SIGKILL)
         if self.process.poll() is None:
             self.process.stdin.close()

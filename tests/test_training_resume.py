@@ -27,6 +27,10 @@ from keras_transformer.training.output_dir import OutputDir
 from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 
+# The kill fixture with its runs takes 1.5 min on a loaded 2-core machine; a hung run fails
+# sooner than the suite-wide timeout (the launcher's own deadline fails it first).
+pytestmark = pytest.mark.timeout(420)
+
 TRAIN_STEPS = 24
 KILLS = 4
 SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261125"))

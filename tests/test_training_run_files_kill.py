@@ -23,7 +23,7 @@ from tests._training_fixtures import (
     write_reverse_corpus,
 )
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(420)
 
 # One interpreter imports TensorFlow once and forks a `train` per start, before any
 # TensorFlow op has run (as tests/_kill_fixtures.py does): the first trains, the next two
