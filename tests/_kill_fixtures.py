@@ -10,18 +10,25 @@ test-only hook: when the file PAUSE_REQUEST exists, the next checkpoint save sto
 writing its files and listing them in the `checkpoint` state file (the moment a kill during a
 write matters) and waits there to be killed.
 
+The kill schedule (which kill comes when) is drawn anew in every test session from a seed
+that each test prints (shown with a failure); `KT_KILL_SEED=N pytest ...` replays schedule N.
+
 Nothing here waits without a deadline: a run that neither reports nor ends within the
 launcher's `deadline` is killed and the test fails with a message that says so, instead of
 holding the suite until CI gives up.
 """
 
 import os
+import pathlib
 import queue
+import random
 import signal
 import subprocess
 import textwrap
 import threading
 import time
+
+import pytest
 
 from keras_transformer.training import list_checkpoints
 from tests._training_fixtures import PYTHON, REPO, subprocess_env
@@ -70,6 +77,22 @@ RUNNER = textwrap.dedent("""
 """)
 
 
+def _kill_seed():
+    text = os.environ.get("KT_KILL_SEED")
+    return int(text) if text else random.SystemRandom().randrange(2**31)
+
+
+# The seed of the kill schedules: KT_KILL_SEED when set, else a new one per test process.
+KILL_SEED = _kill_seed()
+
+
+@pytest.fixture(autouse=True)
+def show_kill_seed():
+    """Prints the seed in every test of a module that imports this fixture (pytest shows a
+    failed test's output), with the setting that replays its schedule."""
+    print(f"kill schedule seed {KILL_SEED}: replay it with KT_KILL_SEED={KILL_SEED}")
+
+
 class Launcher:
     """Starts runs (forked children of the launcher), one at a time, and reports on them.
 
@@ -79,24 +102,27 @@ class Launcher:
         pause_request: the file whose existence pauses the next checkpoint save.
         deadline: seconds a run may take to start, or to end once waited for, before it is
             killed and the test fails.
+        prelude: code the launcher runs first (a test's patch of the library, in every run).
+        env: environment variables of the runs (TF_CONFIG of a worker).
     """
 
-    def __init__(self, directory, config, pause_request, deadline=240):
+    def __init__(self, directory, config, pause_request, deadline=240, prelude="", env=None):
         directory.mkdir(parents=True, exist_ok=True)
         runner = directory / "runner.py"
-        runner.write_text(RUNNER)
+        runner.write_text(textwrap.dedent(prelude) + RUNNER)
         self.logs = directory / "logs"
         self.logs.mkdir()
         self.stderr = open(directory / "launcher.err", "w")
         self.process = subprocess.Popen(
             [PYTHON, str(runner), config, str(pause_request), str(self.logs)],
             cwd=REPO,
-            env=subprocess_env(),
+            env=subprocess_env(**(env or {})),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
         )
+        self.pause_request = pathlib.Path(pause_request)
         self.deadline = deadline
         self.runs = 0
         self.pid = None
@@ -169,6 +195,57 @@ class Launcher:
                 self.process.kill()
                 self.process.wait()
         self.stderr.close()
+
+
+def kill_runs(launcher, modes, rng, checkpoint_dir, new_checkpoints=(1, 3), startup=(0.3, 2.0)):
+    """Starts a run per mode, one after the other, and kills each with SIGKILL.
+
+    Modes: "startup", a random time (`startup` seconds) after the start, before or while it
+    restores; "steps", a random time after a random number (`new_checkpoints`) of new
+    checkpoints; "write", inside the next checkpoint write after those (the pause hook).
+
+    Returns:
+        One dict per kill: `mode`, `resumed_from` (the newest checkpoint at the start),
+        `listed` (the checkpoints listed after the kill); for "write" also `paused_in` (the
+        checkpoint being written) and `unlisted_files` (whether its files were there).
+    """
+    pause_request = launcher.pause_request
+    paused = pause_request.with_name(pause_request.name + ".paused")
+    kills = []
+    for mode in modes:
+        before = checkpoint_steps(checkpoint_dir)
+        resume_step = before[-1] if before else 0
+        run = launcher.start()
+        if mode == "startup":
+            time.sleep(rng.uniform(*startup))
+        else:
+            target = resume_step + rng.randint(*new_checkpoints)
+            alive = wait_for(
+                lambda target=target: (checkpoint_steps(checkpoint_dir) or [0])[-1] >= target,
+                run,
+            )
+            assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
+            if mode == "write":
+                pause_request.write_text("pause")
+                alive = wait_for(paused.exists, run)
+                assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
+                time.sleep(0.05)
+            else:
+                time.sleep(rng.uniform(0.0, 0.3))
+        assert run.alive(), launcher.log(run.number, "err")[-3000:]
+        assert run.kill() == signal.SIGKILL  # killed by the signal, not ended
+        kill = {
+            "mode": mode,
+            "resumed_from": resume_step,
+            "listed": checkpoint_steps(checkpoint_dir),
+        }
+        if mode == "write":
+            kill["paused_in"] = paused.read_text()
+            kill["unlisted_files"] = os.path.exists(kill["paused_in"] + ".index")
+            pause_request.unlink()
+            paused.unlink()
+        kills.append(kill)
+    return kills
 
 
 def checkpoint_steps(checkpoint_dir):
