@@ -1,11 +1,14 @@
-"""What the strategy tests record of a `train()` call in a child process: the loss of every
-update and the weights before the first and after the last (tests/test_training_strategies*.py).
+"""Shared helpers of the strategy tests (tests/test_training_strategies.py, *_mirrored_train.py,
+*_multi_worker_resume.py): free localhost ports for a cluster, and what a child process
+records of a `train()` call: the loss of every update and the weights before the first.
 
 `STEP_LOSSES` is source code for the child scripts: a Keras callback class `StepLosses` whose
 `losses` are each update's token-mean loss, read from the model's running counters
 (`loss_seen`, `tokens_seen`: sums over every replica and worker), and whose `initial` holds
 the weights as training began.
 """
+
+import socket
 
 STEP_LOSSES = """
 import keras as _keras
@@ -26,3 +29,14 @@ class StepLosses(_keras.callbacks.Callback):
         self.mark = (loss, tokens)
         self.losses.append((loss - last_loss) / (tokens - last_tokens))
 """
+
+
+def free_ports(count):
+    """`count` ports free on localhost now (for the workers of a TF_CONFIG cluster)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports

@@ -7,14 +7,13 @@ cluster needs separate processes, so both run in child interpreters.
 
 import json
 import os
-import socket
 import subprocess
 import textwrap
 
 import numpy as np
 import pytest
 
-from tests._strategy_fixtures import STEP_LOSSES
+from tests._strategy_fixtures import STEP_LOSSES, free_ports
 from tests._training_fixtures import (
     PYTHON,
     REPO,
@@ -199,18 +198,6 @@ ONE_WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
 """)
 
 
-def _free_ports(count):
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
 def multi_worker_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("multi_worker")
@@ -235,7 +222,7 @@ def multi_worker_run(tmp_path_factory):
     )
     script = tmp_path / "worker.py"
     script.write_text(WORKER_SCRIPT)
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
