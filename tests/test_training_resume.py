@@ -1,6 +1,7 @@
 """Exact resume: a run with dropout, killed with SIGKILL 4 times at random points (one during
 start-up, one inside a checkpoint write) and restarted with the same command each time, ends
-with the weights of the same run never interrupted.
+with the weights of the same run never interrupted. The schedule of the kills is drawn anew
+in each test session (tests/_kill_fixtures.py: KT_KILL_SEED replays one).
 
 Equal weights need every piece of training state restored: the weights, the step (learning
 rate), the Adam moments, the dropout layers' seed-generator states and the data position.
@@ -14,7 +15,6 @@ The command run each time is the CLI's `train` on one config, in a process of it
 import logging
 import os
 import random
-import signal
 import time
 
 import keras
@@ -25,12 +25,21 @@ import tensorflow as tf
 from keras_transformer.runs.checkpoints import list_checkpoints
 from keras_transformer.runs.layout import OutputDir
 from keras_transformer.training import train
-from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
+from tests._kill_fixtures import (  # noqa: F401 (show_kill_seed: an autouse fixture)
+    KILL_SEED,
+    Launcher,
+    checkpoint_steps,
+    kill_runs,
+    show_kill_seed,
+)
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
+
+# The kill fixture with its runs takes 1.5 min on a loaded 2-core machine; a hung run fails
+# sooner than the suite-wide timeout (the launcher's own deadline fails it first).
+pytestmark = pytest.mark.timeout(420)
 
 TRAIN_STEPS = 24
 KILLS = 4
-SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261125"))
 
 
 def _config(output_dir, corpus):
@@ -64,52 +73,14 @@ def killed_run(tmp_path_factory):
     checkpoint_dir = str(directory / "killed" / "checkpoints")
     launcher = Launcher(directory, config, pause_request)
 
-    rng = random.Random(SEED)
+    rng = random.Random(KILL_SEED)
     # One kill during start-up (before or while restoring), one inside a checkpoint write,
     # the others a random time after a random number of new checkpoints.
     modes = ["startup", "write"] + ["steps"] * (KILLS - 2)
     rng.shuffle(modes)
-    kills = []
     started = time.monotonic()
     try:
-        for mode in modes:
-            before = checkpoint_steps(checkpoint_dir)
-            resume_step = before[-1] if before else 0
-            run = launcher.start()
-            if mode == "startup":
-                time.sleep(rng.uniform(0.3, 2.0))
-            else:
-                target = resume_step + rng.randint(1, 3)
-                alive = wait_for(
-                    lambda target=target: (checkpoint_steps(checkpoint_dir) or [0])[-1] >= target,
-                    run,
-                )
-                assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
-                if mode == "write":
-                    pause_request.write_text("pause")
-                    paused = pause_request.with_name(pause_request.name + ".paused")
-                    alive = wait_for(paused.exists, run)
-                    assert alive, "the run ended before its kill: " + launcher.log(
-                        run.number, "err"
-                    )
-                    time.sleep(0.05)
-                else:
-                    time.sleep(rng.uniform(0.0, 0.3))
-            assert run.alive(), launcher.log(run.number, "err")[-3000:]
-            assert run.kill() == signal.SIGKILL  # killed by the signal, not ended
-            kill = {
-                "mode": mode,
-                "resumed_from": resume_step,
-                "listed": checkpoint_steps(checkpoint_dir),
-            }
-            if mode == "write":
-                paused = pause_request.with_name(pause_request.name + ".paused")
-                kill["paused_in"] = paused.read_text()
-                kill["unlisted_files"] = os.path.exists(kill["paused_in"] + ".index")
-                pause_request.unlink()
-                paused.unlink()
-            kills.append(kill)
-
+        kills = kill_runs(launcher, modes, rng, checkpoint_dir)
         run = launcher.start()
         status = run.wait()
         assert status == 0, launcher.log(run.number, "err")[-6000:]

@@ -7,13 +7,13 @@ cluster needs separate processes, so both run in child interpreters.
 
 import json
 import os
-import socket
 import subprocess
 import textwrap
 
 import numpy as np
 import pytest
 
+from tests._strategy_fixtures import STEP_LOSSES, free_ports
 from tests._training_fixtures import (
     PYTHON,
     REPO,
@@ -128,7 +128,7 @@ def test_train_entry_under_mirrored(mirrored_run):
     assert "ckpt-2.index" in checkpoints and "ckpt-4.index" in checkpoints
 
 
-WORKER_SCRIPT = textwrap.dedent("""
+WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
     import sys
     from keras_transformer.training import make_strategy
     multi_worker = make_strategy("multi_worker")  # before any other TensorFlow op
@@ -178,32 +178,24 @@ WORKER_SCRIPT = textwrap.dedent("""
                              for i, value in enumerate(values)})
 
     # The whole entry point under "multi_worker".
-    result = train(sys.argv[1])
+    losses = StepLosses()
+    result = train(sys.argv[1], callbacks=[losses])
     np.savez(sys.argv[2], *result.model.get_weights())
+    np.savez(sys.argv[2][:-4] + "-steps.npz", *losses.initial, losses=losses.losses)
     print("step", result.step, "replicas", result.num_replicas)
 """)
 
 
-ONE_WORKER_SCRIPT = textwrap.dedent("""
+ONE_WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
     import sys
     import numpy as np
     from keras_transformer.training import train
-    result = train(sys.argv[1])
+    losses = StepLosses()
+    result = train(sys.argv[1], callbacks=[losses])
     assert (result.step, result.num_replicas) == (3, 2), (result.step, result.num_replicas)
     np.savez(sys.argv[2], *result.model.get_weights())
+    np.savez(sys.argv[2][:-4] + "-steps.npz", *losses.initial, losses=losses.losses)
 """)
-
-
-def _free_ports(count):
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +222,7 @@ def multi_worker_run(tmp_path_factory):
     )
     script = tmp_path / "worker.py"
     script.write_text(WORKER_SCRIPT)
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
@@ -307,6 +299,20 @@ def test_multi_worker_train_entry_point(multi_worker_run):
     for name in first.files:
         # float32 sums in another order (the all-reduce across processes): rounding only.
         np.testing.assert_allclose(first[name], one_worker[name], atol=1e-5, rtol=1e-4)
+    # From the same start, and far from it: 3 updates moved the weights well beyond that
+    # tolerance.
+    steps = [np.load(tmp_path / f"{name}-steps.npz") for name in ("weights0", "one_worker")]
+    initial = [[step[f"arr_{i}"] for i in range(len(first.files))] for step in steps]
+    for a, b in zip(*initial):
+        np.testing.assert_array_equal(a, b)
+    moved = max(
+        float(np.max(np.abs(first[f"arr_{i}"] - start))) for i, start in enumerate(initial[0])
+    )
+    assert moved > 1e-2
+    # Every update's loss (over both workers' halves) is the one worker's.
+    losses = [step["losses"] for step in steps]
+    assert len(losses[0]) == 3
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
     # Only the chief (worker 0) writes the run folder.
     assert (tmp_path / "run" / "checkpoints" / "ckpt-3.index").exists()
     assert (tmp_path / "run" / "model.keras").exists()

@@ -1,6 +1,8 @@
 """Exact resume under MirroredStrategy (2 logical CPU devices): a run with dropout, killed with
-SIGKILL 3 times (once during start-up, twice after a few new checkpoints) and restarted with
-the same command each time, ends with the weights of the same run never interrupted.
+SIGKILL 3 times (during start-up, inside a checkpoint write and after a few new checkpoints,
+in an order and at times drawn anew in each test session: tests/_kill_fixtures.py) and
+restarted with the same command each time, ends with the weights of the same run never
+interrupted.
 
 tf.distribute's own iterators cannot be checkpointed; the run reads its batches through a
 `CheckpointableFeed` (a host iterator, and the batches the distributed input had prefetched),
@@ -8,21 +10,27 @@ which the checkpoints hold. Every piece of state (weights, step, Adam moments, t
 seed generators, the data position) must come back for the weights to agree.
 """
 
-import os
 import random
-import signal
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer.runs.checkpoints import list_checkpoints
-from tests._kill_fixtures import Launcher, checkpoint_steps, wait_for
+from tests._kill_fixtures import (  # noqa: F401 (show_kill_seed: an autouse fixture)
+    KILL_SEED,
+    Launcher,
+    checkpoint_steps,
+    kill_runs,
+    show_kill_seed,
+)
 from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
 
+# The kill fixture with its runs takes 1.5 min on a loaded 2-core machine; a hung run fails
+# sooner than the suite-wide timeout (the launcher's own deadline fails it first).
+pytestmark = pytest.mark.timeout(420)
+
 TRAIN_STEPS = 12
-SEED = int(os.environ.get("KT_RESUME_TEST_SEED", "20261128"))
 
 
 def _config(output_dir, corpus):
@@ -48,34 +56,16 @@ def killed_run(tmp_path_factory):
     )
     checkpoint_dir = str(directory / "killed" / "checkpoints")
     # Two launchers: the reference trains beside the killed run (one core each).
-    launcher = Launcher(directory / "killed-launcher", killed, directory / "no-pause")
+    launcher = Launcher(directory / "killed-launcher", killed, directory / "pause-in-save")
     reference = Launcher(directory / "reference-launcher", uninterrupted, directory / "no-pause")
-    rng = random.Random(SEED)
-    kills = []
+    rng = random.Random(KILL_SEED)
+    modes = ["startup", "write", "steps"]
+    rng.shuffle(modes)
     try:
         reference_run = reference.start()
-        for mode in ("startup", "steps", "steps"):
-            before = checkpoint_steps(checkpoint_dir)
-            resume_step = before[-1] if before else 0
-            run = launcher.start()
-            if mode == "startup":
-                time.sleep(rng.uniform(0.5, 3.0))
-            else:
-                target = resume_step + rng.randint(2, 4)
-                alive = wait_for(
-                    lambda target=target: (checkpoint_steps(checkpoint_dir) or [0])[-1] >= target,
-                    run,
-                )
-                assert alive, "the run ended before its kill: " + launcher.log(run.number, "err")
-            assert run.alive(), launcher.log(run.number, "err")[-3000:]
-            assert run.kill() == signal.SIGKILL
-            kills.append(
-                {
-                    "mode": mode,
-                    "resumed_from": resume_step,
-                    "listed": checkpoint_steps(checkpoint_dir),
-                }
-            )
+        kills = kill_runs(
+            launcher, modes, rng, checkpoint_dir, new_checkpoints=(2, 4), startup=(0.5, 3.0)
+        )
         run = launcher.start()
         status = run.wait()
         assert status == 0, launcher.log(run.number, "err")[-6000:]
@@ -105,10 +95,11 @@ def _weights(run_dir):
 
 def test_three_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
     kills = killed_run["kills"]
-    assert [kill["mode"] for kill in kills] == ["startup", "steps", "steps"]
-    # The kills after steps came after new checkpoints: each restart resumed further.
-    assert kills[1]["listed"][-1] > kills[1]["resumed_from"]
-    assert kills[2]["listed"][-1] > kills[2]["resumed_from"] > 0
+    assert sorted(kill["mode"] for kill in kills) == ["startup", "steps", "write"]
+    # The kills after steps came after new checkpoints: those restarts resumed further.
+    for kill in kills:
+        if kill["mode"] != "startup":
+            assert kill["listed"][-1] > kill["resumed_from"]
     assert checkpoint_steps(killed_run["killed"] / "checkpoints")[-1] == TRAIN_STEPS
     resumed, reference = _weights(killed_run["killed"]), _weights(killed_run["reference"])
     assert len(resumed) > 10 and resumed.keys() == reference.keys()
@@ -123,6 +114,14 @@ def test_three_kills_then_the_weights_of_an_uninterrupted_run(killed_run):
     assert any(
         not np.allclose(before_last.get_tensor(name), resumed[name], atol=1e-4) for name in resumed
     )
+
+
+def test_kill_inside_a_checkpoint_write_resumes_from_the_previous_one(killed_run):
+    [kill] = [kill for kill in killed_run["kills"] if kill["mode"] == "write"]
+    paused_step = int(kill["paused_in"].rsplit("-", 1)[1])
+    # Its files were written, but the state file did not list it: the restart ignored it.
+    assert kill["unlisted_files"]
+    assert kill["listed"][-1] == paused_step - 1
 
 
 def test_the_restart_restores_the_data_position_from_the_checkpoint(killed_run):

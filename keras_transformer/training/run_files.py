@@ -16,7 +16,7 @@ import time
 
 from keras_transformer.config import TransformerConfig
 from keras_transformer.errors import UserInputError
-from keras_transformer.files import atomic_write
+from keras_transformer.files import atomic_copy, atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +92,15 @@ def write_init_record(run, init):
 
 
 def keep_previous(path):
-    """Moves a run file aside as NAME.<time stamp>.json; returns the new path."""
+    """Copies a run file aside as NAME.<time stamp>.json; returns the copy's path.
+
+    A copy, not a move: `path` stays in place until its successor is renamed onto it, so a
+    start killed in between leaves the run with its old file, not without one.
+    """
     stem = f"{path[:-5]}.{time.strftime('%Y%m%d-%H%M%S')}"
     kept, number = f"{stem}.json", 1
-    while os.path.exists(kept):  # two starts in one second: os.replace would overwrite
+    while os.path.exists(kept):  # two starts in one second: the copy would overwrite
         number += 1
         kept = f"{stem}-{number}.json"
-    os.replace(path, kept)
+    atomic_copy(path, kept)
     return kept
