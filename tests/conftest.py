@@ -29,6 +29,17 @@ def _as_failure(report):
     report.longrepr = f"skipped under KT_FAIL_ON_SKIP=1 (CI has the data and every extra): {reason}"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadfile` (`make test`): one unit of work per file, except the documented
+    pages, one unit each (tests/_xdist_scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests._xdist_scheduling import FileScheduling
+
+    return FileScheduling(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -40,6 +51,24 @@ def pytest_make_collect_report(collector):
     # A module-level importorskip skips the whole file at collection.
     outcome = yield
     _as_failure(outcome.get_result())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_pytest(tmp_path_factory):
+    """Points `tempfile` (and TMPDIR, for child processes) at this run's pytest folder, so that
+    what code under test makes with `tempfile.mkdtemp` and never removes (a benchmark's
+    CTranslate2 export, a cached vocabulary) goes with pytest's own clean-up, not into /tmp."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("tempfile"))
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = folder, folder
+    yield
+    tempfile.tempdir = saved[0]
+    if saved[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[1]
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +111,12 @@ def shared_export(tmp_path_factory):
     from tests import _export_fixtures
 
     return _export_fixtures.shared_export(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory):
+    """The shortened quickstart's run folder and output (tests/_quickstart_fixtures.py): one
+    run of pipelines/quickstart.py, on a tiny model, per test run."""
+    from tests import _quickstart_fixtures
+
+    return _quickstart_fixtures.quickstart_run(tmp_path_factory)
