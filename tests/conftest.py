@@ -29,6 +29,27 @@ def _as_failure(report):
     report.longrepr = f"skipped under KT_FAIL_ON_SKIP=1 (CI has the data and every extra): {reason}"
 
 
+# The tests `make test-fast` leaves out (marked `slow` here, in one place): those that need the
+# shortened quickstart run, and these, of half a minute or more each on two cores.
+SLOW = (
+    "tests/test_docs_examples.py::test_documented_examples_run",
+    "tests/test_benchmark_decode_throughput.py::test_trained_",
+    "tests/test_export.py::test_loads_in_a_fresh_process_without_our_code",
+    "tests/test_export_precision.py::test_bf16_export",
+    "tests/test_training_pipelines.py::test_multi30k_short_schedule_end_to_end",
+    "tests/test_wmt14_pipelines.py::test_wmt14_recipe_trains",
+    "tests/test_training_resume.py",
+    "tests/test_training_strategy_resume.py",
+    "tests/test_training_strategies.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW) or "quickstart_run" in item.fixturenames:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under `--dist loadfile` (`make test`): one unit of work per file, except the documented
