@@ -35,6 +35,7 @@ SLOW = (
     "tests/test_docs_examples.py::test_documented_examples_run",
     "tests/test_benchmark_decode_throughput.py::test_trained_",
     "tests/test_export.py::test_loads_in_a_fresh_process_without_our_code",
+    "tests/test_export.py::test_every_signature_answers_the_session_loader",
     "tests/test_export_precision.py::test_bf16_export",
     "tests/test_training_pipelines.py::test_multi30k_short_schedule_end_to_end",
     "tests/test_wmt14_pipelines.py::test_wmt14_recipe_trains",
