@@ -14,13 +14,16 @@
 
     python pipelines/quickstart.py [--output-dir runs/quickstart] [--steps N]
                                    [--max-train-minutes M] [--decay linear|rsqrt]
+                                   [--set KEY=VALUE ...]
     python pipelines/quickstart.py --data-only
 
 The training settings are configs/quickstart.yaml's: 1800 updates or 6 minutes, whichever
 comes first, with the learning rate falling linearly to 0 at that end, so that a slower
 machine trains fewer updates and the whole job stays within about 10 minutes. The options
 change them for one run (`--max-train-minutes 0` trains every update; `--decay rsqrt` is the
-paper's schedule; the tests shorten the run with a few steps, sentences and beam 1).
+paper's schedule; `--set KEY=VALUE` overrides any key of the config, e.g. `--set
+model.num_layers=1`; the tests shorten the run with a few steps, sentences and beam 1, and
+shrink the model).
 `--data-only` writes the corpus where configs/quickstart.yaml expects it and stops, so that
 `keras-transformer train --config configs/quickstart.yaml` can train it.
 """
@@ -76,6 +79,7 @@ def training_config(
     decay=None,
     max_train_minutes="recipe",
     config_file=CONFIG,
+    overrides=(),
 ):
     """The run's `TrainingConfig`: `config_file` with the options' changes (None: the file's).
 
@@ -83,7 +87,7 @@ def training_config(
     then reads. `steps` also scales the evaluation and checkpoint intervals, and shortens the
     warm-up for a shorter run, in the file's proportions. `seed` draws the initial weights,
     dropout and the batch order (the corpus stays the same). `max_train_minutes`: None for no
-    limit, "recipe" for the file's.
+    limit, "recipe" for the file's. `overrides`: `KEY=VALUE` strings applied last (`--set`).
     """
     from keras_transformer.training.config import TrainingConfig
     from keras_transformer.training.config_reading import read_config_file
@@ -119,7 +123,7 @@ def training_config(
         changes["schedule.decay"] = decay
     if max_train_minutes != "recipe":
         changes["schedule.max_train_minutes"] = max_train_minutes
-    return TrainingConfig.from_file(config_file, changes=changes)
+    return TrainingConfig.from_file(config_file, overrides, changes)
 
 
 def write_corpus(config_file=CONFIG, output_dir=None):
@@ -380,6 +384,15 @@ def build_parser():
         help="initial weights, dropout and batch order (default: the config's, 1); the "
         "corpus and its splits stay the same",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a key of configs/quickstart.yaml (dotted, repeatable), e.g. "
+        "--set model.num_layers=1; applied after the options above",
+    )
     return parser
 
 
@@ -394,6 +407,8 @@ def checked_recipe(parser, args):
         parser.error(f"--max-train-minutes {limit}: give minutes > 0, or 0 for no limit")
     try:
         recipe = read_config_file(CONFIG)
+        if args.overrides:  # a bad --set, before the corpus is written
+            training_config(steps=args.steps, overrides=args.overrides)
     except UserInputError as error:
         parser.error(str(error))
     decay = args.decay or recipe["schedule"]["decay"]
@@ -437,6 +452,7 @@ def main(argv=None):
         max_train_minutes="recipe"
         if args.max_train_minutes is None
         else (args.max_train_minutes or None),
+        overrides=args.overrides,
     )
     steps, limit = config.schedule.train_steps, config.schedule.max_train_minutes
     beam_size, alpha = config.dev_bleu.beam_size, config.dev_bleu.alpha

@@ -6,16 +6,15 @@ two cores, and every export carries every signature: so the tests of `translate_
 session (`shared_export` in tests/conftest.py).
 
 Under pytest-xdist each worker is its own process: the first worker to need the export
-writes it under the run's common temporary folder while holding a file lock, and the others
-load that one (and the same weights) instead of tracing their own.
+writes it (tests/_shared_builds.py), and the others load that one (and the same weights)
+instead of tracing their own.
 """
 
 import dataclasses
-import fcntl
-import os
 import pathlib
 
 from tests._decoding_fixtures import tiny_model, train_char_vocabulary
+from tests._shared_builds import build_once
 
 # The defaults of requests that leave them out; beam 2 is the narrowest that has a beam.
 SETTINGS = dict(max_beam_size=2, beam_size=2, alpha=0.6, max_extra_length=6)
@@ -36,13 +35,6 @@ class SharedExport:
     loaded: object  # `tf.saved_model.load(path)`
 
 
-def _common_folder(tmp_path_factory):
-    """The run's temporary folder: the one all xdist workers of a run share, else the
-    single process's own."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
 def _write(folder):
     from keras_transformer.export import export_saved_model
 
@@ -50,7 +42,6 @@ def _write(folder):
     model = tiny_model(**MODEL)
     model.save_weights(str(folder / "model.weights.h5"))
     export_saved_model(model, vocabulary_path, NAME, base_dir=folder / "saved_models", **SETTINGS)
-    (folder / "complete").touch()
 
 
 def shared_export(tmp_path_factory):
@@ -58,15 +49,7 @@ def shared_export(tmp_path_factory):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  the SentencePiece ops, for a worker that only loads
 
-    folder = _common_folder(tmp_path_factory) / "shared_export"
-    folder.mkdir(exist_ok=True)
-    with open(folder.parent / "shared_export.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not (folder / "complete").exists():
-                _write(folder)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    folder = build_once(tmp_path_factory, "shared_export", _write)
     model = tiny_model(**MODEL)
     model.load_weights(str(folder / "model.weights.h5"))
     path = folder / "saved_models" / NAME / "1"

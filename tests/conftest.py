@@ -29,6 +29,39 @@ def _as_failure(report):
     report.longrepr = f"skipped under KT_FAIL_ON_SKIP=1 (CI has the data and every extra): {reason}"
 
 
+# The tests `make test-fast` leaves out (marked `slow` here, in one place): those that need the
+# shortened quickstart run, and these, of half a minute or more each on two cores.
+SLOW = (
+    "tests/test_docs_examples.py::test_documented_examples_run",
+    "tests/test_benchmark_decode_throughput.py::test_trained_",
+    "tests/test_export.py::test_loads_in_a_fresh_process_without_our_code",
+    "tests/test_export.py::test_every_signature_answers_the_session_loader",
+    "tests/test_export_precision.py::test_bf16_export",
+    "tests/test_training_pipelines.py::test_multi30k_short_schedule_end_to_end",
+    "tests/test_wmt14_pipelines.py::test_wmt14_recipe_trains",
+    "tests/test_training_resume.py",
+    "tests/test_training_strategy_resume.py",
+    "tests/test_training_strategies.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW) or "quickstart_run" in item.fixturenames:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadfile` (`make test`): one unit of work per file, except the documented
+    pages, one unit each (tests/_xdist_scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests._xdist_scheduling import FileScheduling
+
+    return FileScheduling(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -40,6 +73,24 @@ def pytest_make_collect_report(collector):
     # A module-level importorskip skips the whole file at collection.
     outcome = yield
     _as_failure(outcome.get_result())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_pytest(tmp_path_factory):
+    """Points `tempfile` (and TMPDIR, for child processes) at this run's pytest folder, so that
+    what code under test makes with `tempfile.mkdtemp` and never removes (a benchmark's
+    CTranslate2 export, a cached vocabulary) goes with pytest's own clean-up, not into /tmp."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("tempfile"))
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = folder, folder
+    yield
+    tempfile.tempdir = saved[0]
+    if saved[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[1]
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +133,12 @@ def shared_export(tmp_path_factory):
     from tests import _export_fixtures
 
     return _export_fixtures.shared_export(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory):
+    """The shortened quickstart's run folder and output (tests/_quickstart_fixtures.py): one
+    run of pipelines/quickstart.py, on a tiny model, per test run."""
+    from tests import _quickstart_fixtures
+
+    return _quickstart_fixtures.quickstart_run(tmp_path_factory)

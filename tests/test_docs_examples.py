@@ -9,12 +9,15 @@ The contract (docs/contributing.md, "Documented examples"):
   folder at runs/quickstart (the layout `train` leaves: config.json, vocab.model,
   checkpoints/, model.keras, averaged.keras), with KT_DATA_DIR set.
 - `<!-- example: skip (REASON) -->` before a block leaves it out; the reason is required.
+- `<!-- example: output -->` before a ```text block: what the page says the examples since
+  the previous such block print. The printed text must be that (trailing spaces and blank
+  lines at either end aside).
 
-The run folder is made once per test session by the real trainer: `keras-transformer train
---config configs/quickstart.yaml`, on a small number-expressions corpus (the quickstart's
-task, written to runs/quickstart/corpus/ where the config reads it), with `--set` overrides
-for a 1-layer d_model 32 model and 8 updates. Each page gets its own copy, so that a page may
-change it freely.
+The run folder is the shortened quickstart's (`pipelines/quickstart.py` on a 1-layer d_model 32
+model, 8 updates; tests/_quickstart_fixtures.py), made once per test run and shared with the
+quickstart's own tests. Each page that reads runs/quickstart gets its own copy, so that a page
+may change it freely; each page is its own unit of work for pytest-xdist (tests/conftest.py),
+so that the pages spread over the workers.
 """
 
 import dataclasses
@@ -51,7 +54,7 @@ class Block:
     line: int  # the line of the block's first code line, counted from 1
     language: str  # the fence's language, lower-case ("" when none)
     code: str
-    action: str  # "python" or "bash" (runs), "skip" (marked) or "show" (not run)
+    action: str  # "python" or "bash" (runs), "output" (compared), "skip" or "show" (not run)
     reason: str = ""
 
 
@@ -92,7 +95,23 @@ def parse_blocks(text, page):
         raise ExampleMarkupError(f"{page} line {fence[2] - 1}: a code block that never closes")
     if marker is not None:
         raise ExampleMarkupError(f"{page} line {marker[0]}: a marker with no code block")
+    _check_outputs(blocks, page)
     return blocks
+
+
+def _check_outputs(blocks, page):
+    """An output block must follow an example that runs, with no other output block between."""
+    printing = False
+    for block in blocks:
+        if block.action == "output":
+            if not printing:
+                raise ExampleMarkupError(
+                    f"{page} line {block.line - 1}: an output block with no example that runs "
+                    "before it (since the previous output block)"
+                )
+            printing = False
+        elif block.action in ("python", "bash"):
+            printing = True
 
 
 def _block(page, line, language, code, marker):
@@ -101,6 +120,13 @@ def _block(page, line, language, code, marker):
         action = "python" if language in PYTHON_LANGUAGES else "show"
         return Block(page, line, language, code, action)
     marker_line, body = marker
+    if body == "output":
+        if language not in ("text", ""):
+            raise ExampleMarkupError(
+                f"{page} line {marker_line}: '<!-- example: output -->' marks a text block "
+                f"(what the examples print), not a {language} block"
+            )
+        return Block(page, line, language, code, "output")
     if body == "run":
         if language not in runs:
             raise ExampleMarkupError(
@@ -118,29 +144,64 @@ def _block(page, line, language, code, marker):
         )
     raise ExampleMarkupError(
         f"{page} line {marker_line}: '<!-- example: {body} -->' is not a marker; write "
-        "'<!-- example: run -->' or '<!-- example: skip (why it cannot run in a test) -->'"
+        "'<!-- example: run -->', '<!-- example: output -->' or "
+        "'<!-- example: skip (why it cannot run in a test) -->'"
     )
 
 
-# Runs the blocks named in a JSON file, in order, in this process; reports the failing one.
+# Runs the blocks named in a JSON file, in order, in this process; reports the failing one, or
+# an output block that is not what the blocks before it printed.
 DRIVER = r"""
-import json, subprocess, sys, traceback
+import contextlib, json, subprocess, sys, traceback
+
+class Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+    def write(self, text):
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+    def flush(self):
+        for stream in self.streams:
+            stream.flush()
+
+def lines(text):
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
 namespace = {"__name__": "__main__"}
+printed = []
 for block in blocks:
     where = f"{block['page']} line {block['line']}"
     print(f"DOC-EXAMPLE-START {where}", file=sys.stderr, flush=True)
+    if block["action"] == "output":
+        got, printed = "".join(printed), []
+        if lines(got) != lines(block["code"]):
+            print(f"DOC-EXAMPLE-FAILED {where}: the examples before it printed\n{got}\n"
+                  f"but the page shows\n{block['code']}", file=sys.stderr)
+            sys.exit(1)
+        continue
     if block["action"] == "bash":
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block["code"]])
+        sys.stdout.flush()
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block["code"]],
+                                stdout=subprocess.PIPE, text=True)
+        sys.stdout.write(result.stdout)
+        printed.append(result.stdout)
         if result.returncode:
             print(f"DOC-EXAMPLE-FAILED {where}: exit status {result.returncode}", file=sys.stderr)
             sys.exit(1)
         continue
     # Padded so that a traceback's line numbers are the page's.
     source = "\n" * (block["line"] - 1) + block["code"]
+    class Kept:
+        def write(self, text):
+            printed.append(text)
+            return len(text)
+        def flush(self):
+            pass
     try:
-        exec(compile(source, block["path"], "exec"), namespace)
+        with contextlib.redirect_stdout(Tee(sys.stdout, Kept())):
+            exec(compile(source, block["path"], "exec"), namespace)
     except SystemExit as stop:
         if stop.code not in (0, None):
             print(f"DOC-EXAMPLE-FAILED {where}: SystemExit({stop.code!r})", file=sys.stderr)
@@ -220,75 +281,25 @@ def documented_pages():
     return [str(page.relative_to(REPO)) for page in pages if page.is_file()]
 
 
-# configs/quickstart.yaml made tiny: a 1-layer d_model 32 model, 8 updates, two checkpoints.
-TINY_QUICKSTART = {
-    "model.num_layers": 1,
-    "model.d_model": 32,
-    "model.d_ff": 64,
-    "model.key_dim": 8,
-    "model.value_dim": 8,
-    "data.vocab_size": 400,
-    "data.token_budget": 512,
-    "data.shuffle_buffer": 1000,
-    "schedule.train_steps": 8,
-    "schedule.warmup_steps": 4,
-    "schedule.max_train_minutes": "null",
-    "schedule.tokens_per_update": 512,
-    "schedule.eval_every_steps": 8,
-    "schedule.log_every_steps": 4,
-    "checkpoints.every_steps": 4,
-    "checkpoints.average_last": 2,
-    "dev_bleu.sentences": 0,
-    "verbose": 0,
-}
-
-
-@pytest.fixture(scope="session")
-def quickstart_run(tmp_path_factory):
-    """runs/quickstart as `make quickstart` leaves it, made tiny: the corpus written where
-    configs/quickstart.yaml reads it (as `pipelines/quickstart.py --data-only` does, smaller),
-    then `keras-transformer train --config configs/quickstart.yaml` with TINY_QUICKSTART."""
-    from keras_transformer.data.number_expressions import write_number_expressions
-
-    root = tmp_path_factory.mktemp("docs_quickstart")
-    run = root / "runs" / "quickstart"
-    write_number_expressions(
-        run / "corpus", seed=0, sizes=(("train", 800), ("dev", 40), ("test", 40))
-    )
-    overrides = [
-        arg for key, value in TINY_QUICKSTART.items() for arg in ("--set", f"{key}={value}")
-    ]
-    command = ["train", "--config", str(REPO / "configs" / "quickstart.yaml"), *overrides]
-    result = subprocess.run(
-        [sys.executable, "-m", "keras_transformer", *command],
-        cwd=root,
-        env=example_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, f"the fixture run failed to train:\n{result.stderr[-4000:]}"
-    for name in ("config.json", "vocab.model", "checkpoints", "model.keras", "averaged.keras"):
-        assert (run / name).exists(), f"the fixture run lacks {name}: {sorted(os.listdir(run))}"
-    return run
-
-
 def page_workdir(parent, run):
-    """A fresh folder with a copy of configs/ and of the fixture run at runs/quickstart."""
+    """A fresh folder with a copy of configs/ and, given one, of a run at runs/quickstart."""
     parent.mkdir(parents=True, exist_ok=True)
     if (REPO / "configs").is_dir():
         shutil.copytree(REPO / "configs", parent / "configs")
-    shutil.copytree(run, parent / "runs" / "quickstart")
+    if run is not None:
+        shutil.copytree(run, parent / "runs" / "quickstart")
     return parent
 
 
 @pytest.mark.parametrize("page", documented_pages())
 def test_documented_examples_run(page, request, tmp_path, data_dir):
     blocks = parse_blocks((REPO / page).read_text(encoding="utf-8"), page)
-    runnable = [block for block in blocks if block.action in ("python", "bash")]
+    runnable = [block for block in blocks if block.action in ("python", "bash", "output")]
     if not runnable:
         return  # the page's markers were checked by parse_blocks; nothing to run
-    run = request.getfixturevalue("quickstart_run")
+    run = None
+    if any("runs/quickstart" in block.code for block in runnable):
+        run = request.getfixturevalue("quickstart_run").run
     workdir = page_workdir(tmp_path / "work", run)
     env = example_env(extra_path=[str(cli_shim(tmp_path / "bin"))])
     env["KT_DATA_DIR"] = str(data_dir)
@@ -353,6 +364,8 @@ def test_parse_blocks_applies_the_markers():
         ("<!-- example: run -->\ntext\n```bash\nls\n```\n", "must stand right before"),
         ("```python\npass\n", "never closes"),
         ("text\n<!-- example: run -->\n", "a marker with no code block"),
+        ("<!-- example: output -->\n```python\npass\n```\n", "not a python block"),
+        ("<!-- example: output -->\n```text\n1\n```\n", "line 2: an output block with no"),
     ],
 )
 def test_parse_blocks_rejects_broken_markers(markup, complaint):
@@ -384,3 +397,18 @@ def test_a_failing_bash_example_fails_and_a_passing_page_passes(tmp_path):
     bad = parse_blocks("<!-- example: run -->\n```bash\nfalse\n```\n", "docs/bad.md")
     failure = run_blocks(bad, tmp_path, example_env(), timeout=60)
     assert "docs/bad.md line 3: exit status 1" in failure
+
+
+def test_printed_output_is_compared_with_the_page(tmp_path):
+    page = (
+        "```python\nprint(6 * 7)  \nprint('two')\n```\n\n<!-- example: output -->\n"
+        "```text\n42\ntwo\n```\n\n<!-- example: run -->\n```bash\necho three\n```\n\n"
+        "<!-- example: output -->\n```text\n{shown}\n```\n"
+    )
+    shown = parse_blocks(page.format(shown="three"), "docs/shown.md")
+    assert [b.action for b in shown] == ["python", "output", "bash", "output"]
+    assert run_blocks(shown, tmp_path, example_env(), timeout=60) is None
+    wrong = parse_blocks(page.format(shown="four"), "docs/shown.md")
+    failure = run_blocks(wrong, tmp_path, example_env(), timeout=60)
+    assert "at docs/shown.md line 19: the examples before it printed" in failure
+    assert "printed\nthree\n\nbut the page shows\nfour" in failure

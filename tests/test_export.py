@@ -2,6 +2,7 @@
 session loader and by `tf.saved_model.load`, with hostile inputs and concurrent calls."""
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,13 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras_transformer as kt
-from keras_transformer.data import TextPairCorpus, train_vocabulary
-from keras_transformer.data.number_expressions import write_number_expressions
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
 from keras_transformer.translation import Translator
+from tests import _export_fixtures
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,44 +32,17 @@ MAX_EXTRA = 6  # short outputs keep a random model's decoding fast
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("export")
-    paths = write_number_expressions(root / "corpus", seed=0, sizes=(("train", 3000),))
-    vocabulary = train_vocabulary(
-        [TextPairCorpus(*paths["train"])], str(root / "vocab"), vocab_size=512
-    )
-    keras.utils.set_random_seed(0)
-    config = kt.TransformerConfig(
-        vocab_size=vocabulary.size,
-        num_layers=1,
-        d_model=32,
-        d_ff=64,
-        num_heads=4,
-        max_length=48,
-        dropout=0.0,
-    )
-    model = kt.build_model(config)
-    # Peaky distributions: random weights otherwise give near-ties that rounding can flip.
-    model.target_embedding.embeddings.assign(model.target_embedding.embeddings * 4.0)
-    path = export_saved_model(
-        model,
-        vocabulary,
-        "numbers",
-        base_dir=root / "saved_models",
-        max_beam_size=2,
-        beam_size=2,
-        alpha=0.6,
-        max_extra_length=MAX_EXTRA,
-    )
-    loaded = tf.saved_model.load(str(path))
+def exported(shared_export, tmp_path_factory):
+    """The SavedModel the export tests share (tests/_export_fixtures.py: beam 2 at most,
+    alpha 0.6, MAX_EXTRA extra tokens by default), with its model and vocabulary."""
+    assert _export_fixtures.SETTINGS["max_extra_length"] == MAX_EXTRA
     return {
-        "root": root,
-        "path": path,
-        "model": model,
-        "vocabulary": vocabulary,
-        "vocab_path": str(root / "vocab.model"),
-        "serve": loaded.signatures["serving_default"],
-        "loaded": loaded,
+        "root": tmp_path_factory.mktemp("export"),  # a working folder of this module's own
+        "path": shared_export.path,
+        "model": shared_export.model,
+        "vocab_path": shared_export.vocabulary_path,
+        "serve": shared_export.loaded.signatures["serving_default"],
+        "loaded": shared_export.loaded,
     }
 
 
@@ -114,16 +86,18 @@ SENTENCES = [
 ]
 
 
-def test_layout_versions_and_never_overwrite(exported, monkeypatch):
-    model_dir = exported["path"].parent
+def test_layout_versions_and_never_overwrite(exported, monkeypatch, tmp_path):
     assert exported["path"].name == "1"
     assert (exported["path"] / "saved_model.pb").is_file()
     assert (exported["path"] / "variables").is_dir()
+    # The writes below go to a copy: other tests read the shared export.
+    model_dir = tmp_path / "saved_models" / "shared"
+    shutil.copytree(exported["path"], model_dir / "1")
     with pytest.raises(UserInputError, match="already exists.*never overwrite"):
         export_saved_model(
             exported["model"],
-            exported["vocabulary"],
-            "numbers",
+            exported["vocab_path"],
+            "shared",
             version=1,
             base_dir=model_dir.parent,
             max_beam_size=1,
@@ -142,8 +116,8 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         export_saved_model(
             exported["model"],
-            exported["vocabulary"],
-            "numbers",
+            exported["vocab_path"],
+            "shared",
             base_dir=model_dir.parent,
             max_beam_size=1,
             beam_size=1,
@@ -281,7 +255,7 @@ def test_export_defaults_follow_the_same_rule(exported, tmp_path):
         with pytest.raises(UserInputError, match="is out of range"):
             export_saved_model(
                 exported["model"],
-                exported["vocabulary"],
+                exported["vocab_path"],
                 "bad",
                 base_dir=tmp_path,
                 max_beam_size=2,
@@ -295,36 +269,133 @@ def _pad(rows):
     return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
 
 
-def test_hostile_inputs_give_one_output_each_in_order(exported):
-    weird = [
-        "",
-        "   ",
-        "\t\n",
-        "x" * 10000,
-        "control\x00\x07\x1bchars",
-        "emoji 🎉🚀 ok",
-        "中文测试",
-        "עברית مرحبا",
-        "four hundred twenty-one",
-    ]
-    served = _serve(exported, weird)
-    assert served["translation"].shape == (len(weird),)
+@pytest.fixture(scope="module")
+def session_loader(exported):
+    """The export loaded by the TF1 session loader, as TF Serving's C++ loader loads it; runs
+    a signature with every input fed (the SignatureDef's defaults are TF Serving's to apply)."""
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(exported["path"]))
+
+    def run(name, inputs):
+        signature = meta.signature_def[name]
+        feed = {
+            info.name: np.asarray(inputs[key], tf.dtypes.as_dtype(info.dtype).as_numpy_dtype)
+            for key, info in signature.inputs.items()
+        }
+        fetches = {key: info.name for key, info in signature.outputs.items()}
+        return session.run(fetches, feed_dict=feed)
+
+    run.signature_names = sorted(name for name in meta.signature_def if not name.startswith("__"))
+    run.signature_inputs = {
+        name: sorted(meta.signature_def[name].inputs) for name in run.signature_names
+    }
+    yield run
+    session.close()
+
+
+# A request for each input any signature takes: a text batch with an empty line and unknown
+# characters, an id batch with padding, n-best 2 of beam 2, seeded sampling.
+REQUEST = {
+    "text": ["one red dog", "", "half past seven 🎉"],
+    "target_prefix": ["ein", "", "halb"],
+    "source": ["one red dog", "", "half past seven"],
+    "target": ["ein roter hund", "x", ""],
+    "source_ids": [[5, 6, 7, 3], [8, 3, 0, 0], [9, 10, 3, 0]],
+    "prefix_ids": [[5, 0], [0, 0], [6, 7]],
+    "beam_size": 2,
+    "alpha": 0.6,
+    "max_extra_length": MAX_EXTRA,
+    "num_hypotheses": 2,
+    "top_k": 3,
+    "top_p": 0.9,
+    "temperature": 1.0,
+    "seed": 7,
+}
+SIGNATURES = [
+    "score_pairs",
+    "serving_default",
+    "translate",
+    "translate_ids",
+    "translate_ids_with_prefix",
+    "translate_sample",
+    "translate_with_alignments",
+    "translate_with_prefix",
+]
+
+
+def _assert_same_outputs(session_outputs, tf2_outputs, where):
+    assert sorted(session_outputs) == sorted(tf2_outputs), where
+    for key, value in tf2_outputs.items():
+        expected, got = value.numpy(), session_outputs[key]
+        if expected.dtype.kind in "fc":
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=key)
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=f"{where}: {key}")
+
+
+def test_every_signature_answers_the_session_loader_as_the_tf2_call(exported, session_loader):
+    """TF Serving runs every SignatureDef through the session loader: each gives what the TF2
+    loader's call gives for the same request."""
+    assert session_loader.signature_names == SIGNATURES  # a new one is listed here, and run
+    for name in SIGNATURES:
+        keys = session_loader.signature_inputs[name]
+        function = exported["loaded"].signatures[name]
+        tf2 = function(
+            **{
+                key: tf.constant(REQUEST[key], function.structured_input_signature[1][key].dtype)
+                for key in keys
+            }
+        )
+        _assert_same_outputs(session_loader(name, REQUEST), tf2, name)
+
+
+HOSTILE = [
+    "",
+    "   ",
+    "\t\n",
+    "x" * 10000,
+    "control\x00\x07\x1bchars",
+    "emoji 🎉🚀 ok",
+    "中文测试",
+    "עברית مرحبا",
+    "four hundred twenty-one",
+]
+
+
+def test_hostile_inputs_give_each_row_what_it_gets_alone(exported, session_loader):
+    served = _serve(exported, HOSTILE)
+    assert served["translation"].shape == (len(HOSTILE),)
     assert list(served["translation"][:3]) == [b"", b"", b""]
     assert list(served["score"][:3]) == [0.0, 0.0, 0.0]
-    # Invalid UTF-8 bytes go through the graph too.
-    raw = exported["serve"](
-        text=tf.constant([b"\xff\xfe\xfd", b"ok"]),
-        beam_size=tf.constant(1),
-        alpha=tf.constant(0.6),
-        max_extra_length=tf.constant(2),
-        num_hypotheses=tf.constant(1),
-        length_penalty=tf.constant("gnmt"),
-    )
-    assert raw["translation"].shape == (2,)
-    # Each output is the one its input gets alone: the batch keeps order.
-    for index in (3, 5, 8):
-        alone = _serve(exported, [weird[index]])["translation"][0]
-        assert served["translation"][index] == alone
+    # Each row is the one its input gets alone: the batch keeps order and rows apart.
+    for index, text in enumerate(HOSTILE):
+        alone = _serve(exported, [text])
+        for key in ("translation", "nbest_translations"):
+            np.testing.assert_array_equal(served[key][index], alone[key][0], err_msg=repr(text))
+        # The score's sums run over another padding: equal up to float32 rounding.
+        np.testing.assert_allclose(served["score"][index], alone["score"][0], atol=1e-5)
+    # The rows a Translator takes whole (the 10000 characters exceed the model's positions)
+    # are its translations.
+    takes = [text for text in HOSTILE if len(text) < 40]
+    expected = dict(zip(takes, _translator(exported).translate(takes)))
+    for text, output in zip(HOSTILE, served["translation"]):
+        if text in expected:
+            assert output.decode() == expected[text], repr(text)
+    # The same batch through the session loader, as TF Serving runs it.
+    request = {**REQUEST, "text": HOSTILE, "num_hypotheses": 1}
+    replayed = session_loader("serving_default", request)
+    for key in served:
+        np.testing.assert_array_equal(replayed[key], served[key], err_msg=key)
+    # Invalid UTF-8 bytes go through the graph too, each row as alone.
+    raw = [b"\xff\xfe\xfd", b"ok"]
+    both = _serve(exported, raw, beam_size=1, max_extra_length=2)["translation"]
+    for index, text in enumerate(raw):
+        assert (
+            both[index]
+            == _serve(exported, [text], beam_size=1, max_extra_length=2)["translation"][0]
+        )
     # A batch of 0 and a batch of 512.
     assert _serve(exported, [])["translation"].shape == (0,)
     big = [SENTENCES[i % len(SENTENCES)] for i in range(512)]

@@ -296,3 +296,71 @@ def test_failed_export_keeps_the_previous_one(run_folder, tmp_path, capsys, monk
     staging = (tmp_path / "ct2-half").read_text()
     assert staging != str(output) and not pathlib.Path(staging).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "ct2-half"]
+
+
+# -- the quickstart's model ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quickstart_ct2(quickstart_run, tmp_path_factory):
+    """The shortened quickstart's run exported to CTranslate2 twice, fp32 and int8, and its
+    first 100 test sentences as pieces."""
+    import sentencepiece
+
+    folder = tmp_path_factory.mktemp("quickstart-ct2")
+    run = quickstart_run.run
+    assert export(run, folder / "fp32") == 0
+    assert export(run, folder / "int8", "--quantization", "int8") == 0
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(run / "vocab.model"))
+    sources = (run / "corpus" / "test.en").read_text(encoding="utf-8").splitlines()[:100]
+    return run, folder, pieces, sources
+
+
+def test_int8_translates_the_quickstart_test_set_as_fp32_does(quickstart_ct2):
+    _, folder, pieces, sources = quickstart_ct2
+    source_pieces = [pieces.encode(text, out_type=str) for text in sources]
+    outputs = {}
+    for name, compute_type in (("fp32", "float32"), ("int8", "int8")):
+        translator = ctranslate2.Translator(
+            str(folder / name), device="cpu", compute_type=compute_type
+        )
+        results = translator.translate_batch(source_pieces, beam_size=1, max_decoding_length=40)
+        outputs[name] = [pieces.decode(result.hypotheses[0]) for result in results]
+    identical = sum(a == b for a, b in zip(outputs["fp32"], outputs["int8"])) / len(sources)
+    assert identical >= 0.9, list(zip(outputs["fp32"], outputs["int8"]))[:5]
+
+
+def test_ctranslate2_token_scores_are_ours_at_1e_4(quickstart_ct2):
+    """CTranslate2's log-probability of each target piece is ours, normalized over the pieces
+    it may emit: the export gives pad and bos no probability before the softmax (a bias),
+    where our search forbids them after it."""
+    from keras_transformer.data.vocabulary import load_vocabulary
+    from keras_transformer.translation import load_model
+
+    run, folder, pieces, sources = quickstart_ct2
+    sources = sources[:20]
+    references = (run / "corpus" / "test.de").read_text(encoding="utf-8").splitlines()[:20]
+    translator = ctranslate2.Translator(str(folder / "fp32"), device="cpu", compute_type="float32")
+    scored = translator.score_batch(
+        [pieces.encode(text, out_type=str) for text in sources],
+        [pieces.encode(text, out_type=str) for text in references],
+    )
+    model, _ = load_model(str(run))
+    vocabulary = load_vocabulary(str(run / "vocab.model"))
+    config = model.config
+    for source, reference, result in zip(sources, references, scored):
+        source_ids = np.array([vocabulary.encode(source) + [config.eos_id]], "int32")
+        target = vocabulary.encode(reference) + [config.eos_id]
+        inputs = np.array([[config.bos_id] + target[:-1]], "int32")
+        logits = keras.ops.convert_to_numpy(
+            model({"source_ids": source_ids, "target_ids": inputs}, training=False)
+        )[0].astype("float64")
+        logits[:, [config.pad_id, config.bos_id]] = -np.inf
+        log_probs = (
+            logits
+            - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1))[:, None]
+            - logits.max(-1, keepdims=True)
+        )
+        ours = log_probs[np.arange(len(target)), target]
+        assert len(result.log_probs) == len(target)
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4, err_msg=reference)

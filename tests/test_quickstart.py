@@ -2,13 +2,8 @@
 its demo expectations, and its pictures drawn from a fake history."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _quickstart():
@@ -17,37 +12,12 @@ def _quickstart():
     return load_pipeline("quickstart")
 
 
-def test_short_quickstart_produces_every_output(tmp_path):
-    # Short: 8 updates (4 evaluations, 8 checkpoints, 3 averaged) and beam 1, so the export
-    # compiles one search instead of four (the export's own cost, most of this test's time).
-    run, exports = tmp_path / "run", tmp_path / "saved_models"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "pipelines" / "quickstart.py"),
-            "--output-dir",
-            str(run),
-            "--export-dir",
-            str(exports),
-            "--steps",
-            "8",
-            "--test-size",
-            "8",
-            "--dev-bleu-sentences",
-            "8",
-            "--max-extra-length",
-            "8",
-            "--beam-size",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["steps"] == 8 and 0.0 <= summary["exact_match"] <= 1.0
+def test_short_quickstart_produces_every_output(quickstart_run):
+    # The shared shortened run (tests/_quickstart_fixtures.py): 8 updates, 8 test sentences,
+    # beam 1, a tiny model.
+    run, exports, stdout = quickstart_run.run, quickstart_run.exports, quickstart_run.stdout
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 8
     for path in (
         "vocab.model",
         "config.json",
@@ -60,12 +30,57 @@ def test_short_quickstart_produces_every_output(tmp_path):
         "logs",
     ):
         assert (run / path).exists(), path
-    assert any((run / "checkpoints").glob("ckpt-*.index"))
+    assert len(list((run / "checkpoints").glob("ckpt-*.index"))) >= 2
     assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (exports / "quickstart" / "1" / "saved_model.pb").is_file()
-    # The SavedModel answered through its signature in a fresh process: one line per sample.
-    served = [line for line in result.stdout.splitlines() if " -> " in line]
-    assert len(served) == 6
+    # The exact match it printed is that of the translations it wrote.
+    hypotheses = (run / "test.hyp.de").read_text(encoding="utf-8").splitlines()
+    references = (run / "corpus" / "test.de").read_text(encoding="utf-8").splitlines()[:8]
+    assert len(hypotheses) == 8
+    exact = sum(h == r for h, r in zip(hypotheses, references)) / 8
+    assert summary["exact_match"] == round(exact, 4)
+
+
+def test_the_served_translations_are_those_of_translate(quickstart_run):
+    """The SavedModel, loaded in a fresh process by the TF1 session loader as TF Serving does,
+    answered one line per sample, each the one `translate()` gave: the pipeline notes a
+    difference on the line, and a noted difference fails here."""
+    quickstart = _quickstart()
+    served = [line for line in quickstart_run.stdout.splitlines() if " -> " in line]
+    assert len(served) == len(quickstart.SAMPLES)
+    for line, (source, _) in zip(served, quickstart.SAMPLES):
+        assert line.strip().startswith(repr(source)), line
+        assert "translate() gave" not in line, line
+
+
+def test_a_difference_between_the_served_and_translate_is_printed(monkeypatch, capsys, tmp_path):
+    """What the check above reads: `export_and_serve` notes a sentence on which the
+    signature and `translate()` disagree (here `translate()` made to differ on one)."""
+    import keras_transformer.export as export
+    import keras_transformer.translation as translation
+
+    quickstart = _quickstart()
+    samples = [english for english, _ in quickstart.SAMPLES]
+
+    class Served:  # what the fresh process prints: the expected German of each sample
+        stdout = json.dumps([german for _, german in quickstart.SAMPLES])
+
+    monkeypatch.setattr(export, "export_saved_model", lambda *a, **k: tmp_path / "1")
+    monkeypatch.setattr(quickstart.subprocess, "run", lambda *a, **k: Served)
+    answers = [german for _, german in quickstart.SAMPLES]
+    answers[2] = "anders"
+    monkeypatch.setattr(translation, "translate", lambda texts, model: answers)
+
+    class Run:
+        vocabulary = "vocab.model"
+
+    class Translator:
+        model = None
+
+    quickstart.export_and_serve(Translator, Run, tmp_path, 1, 8)
+    lines = [line for line in capsys.readouterr().out.splitlines() if " -> " in line]
+    assert [("translate() gave" in line) for line in lines] == [i == 2 for i in range(6)]
+    assert "translate() gave 'anders'" in lines[2] and repr(samples[2]) in lines[2]
 
 
 def test_demo_expectations_are_the_corpus_renderings():
@@ -207,6 +222,7 @@ def test_training_ends_at_the_steps_or_the_time_limit_with_the_rate_at_zero(monk
         (["--max-train-minutes", "nan"], "--max-train-minutes nan"),
         (["--steps", "1"], "--steps 1: give at least 2 updates"),
         (["--steps", "0", "--decay", "rsqrt"], "--steps 0: give at least 2 updates"),
+        (["--set", "model.no_such=1"], "--set model.no_such=1: model: unknown TransformerConfig"),
     ],
 )
 def test_a_bad_option_is_one_line_before_any_work(tmp_path, capsys, args, message):

@@ -15,6 +15,8 @@ The command run each time is the CLI's `train` on one config, in a process of it
 import logging
 import os
 import random
+import shutil
+import signal
 import time
 
 import keras
@@ -153,9 +155,16 @@ def test_restart_reports_its_step_and_keeps_the_last_checkpoints(killed_run):
     ]  # keep_last 3
 
 
-def test_finished_run_is_not_trained_again(killed_run, caplog):
+def _own_copy(killed_run, tmp_path):
+    """A copy of the killed run for a test that trains on, so that the run the other tests
+    read stays as the kills left it, whatever order the tests run in."""
+    return shutil.copytree(killed_run["run_dir"], tmp_path / "killed")
+
+
+def test_finished_run_is_not_trained_again(killed_run, caplog, tmp_path):
+    run_dir = _own_copy(killed_run, tmp_path)
     with caplog.at_level(logging.WARNING, logger="keras_transformer.training.trainer"):
-        result = train(_config(killed_run["run_dir"], killed_run["corpus"]))
+        result = train(_config(run_dir, killed_run["corpus"]))
     assert result.resumed_from_step == TRAIN_STEPS and result.step == TRAIN_STEPS
     assert result.history == {}
     assert any(
@@ -174,14 +183,15 @@ def test_the_cli_run_logs_where_it_resumed_as_it_starts(killed_run):
     )
 
 
-def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog):
+def test_corrupt_newest_checkpoint_does_not_lose_the_run(killed_run, caplog, tmp_path):
     """A truncated newest checkpoint: the restart warns, trains on from the one before, and
     keeps the damaged files aside."""
-    checkpoint_dir = killed_run["run_dir"] / "checkpoints"
+    run_dir = _own_copy(killed_run, tmp_path)
+    checkpoint_dir = run_dir / "checkpoints"
     [data_file] = tf.io.gfile.glob(str(checkpoint_dir / f"ckpt-{TRAIN_STEPS}.data-*"))
     with open(data_file, "r+b") as file:
         file.truncate(os.path.getsize(data_file) // 3)
-    config = _config(killed_run["run_dir"], killed_run["corpus"])
+    config = _config(run_dir, killed_run["corpus"])
     config["schedule"]["train_steps"] = TRAIN_STEPS + 2
     with caplog.at_level(logging.WARNING, logger="keras_transformer.runs.checkpoints"):
         result = train(config)
