@@ -12,12 +12,16 @@ way), each request drawing:
   invalid UTF-8, emoji, CJK, RTL) and ordinary ones;
 - its settings: none (the defaults), one of several valid combinations of beam_size, alpha,
   max_extra_length and num_hypotheses, or (1 request in 20) one out-of-range value, which must
-  fail with InvalidArgument naming the input (counted as `rejected`, not as an error).
+  fail with InvalidArgument naming the input (counted as `rejected`, not as an error);
+- or, 1 request in 4, another signature of the export (`OTHER_SIGNATURES`: `translate`,
+  `translate_ids`, `score_pairs`, `translate_with_alignments`, `translate_with_prefix`,
+  `translate_ids_with_prefix`, `translate_sample`) with inputs made from its texts; a
+  signature of the export with no request here is an error (`uncalled_signatures`).
 
 Checks: 0 errors (an exception other than the expected InvalidArgument, or a bad request that
 was served); every output aligned (as many rows as inputs, and each row equal to what its text
-gets alone with the same settings: the references are computed first, which is also the
-warm-up); resident memory (VmRSS) at the end less than 10% above its value after warm-up.
+gets alone with the same settings and signature, samples excepted: the references are
+computed first, which is also the warm-up); resident memory (VmRSS) at the end less than 10% above its value after warm-up.
 Prints p50/p99 latency per request and requests/s, and ends with one JSON line. Exit status 1
 if a check fails.
 
@@ -120,6 +124,12 @@ OTHER_SIGNATURES = (
 # Its samples depend on their row of the batch (one random stream per request): checked for
 # shape, not against the text alone.
 ROW_DEPENDENT = ("translate_sample",)
+
+
+def request_signatures(signature_defs):
+    """The signatures a client can call besides serving_default (`__saved_model_init_op` and
+    the like are the loader's, not requests')."""
+    return sorted(n for n in signature_defs if n != "serving_default" and not n.startswith("__"))
 
 
 def piece_ids(text, length=8):
@@ -528,7 +538,7 @@ def soak(args, export, workdir, build_s):
                 out["nbest_translations"].shape[1],
             )
     # Every other signature of the export, each text alone: its references and warm-up.
-    others = sorted(name for name in server.signatures if name != "serving_default")
+    others = request_signatures(server.signatures)
     uncalled = [name for name in others if name not in OTHER_SIGNATURES]
     others = [name for name in others if name in OTHER_SIGNATURES]
     for name in others:

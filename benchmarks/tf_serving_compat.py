@@ -41,7 +41,12 @@ import sys
 import tempfile
 
 from benchmarks.common import machine_line, machine_record, run_module
-from benchmarks.serving_soak import OTHER_SIGNATURES, output_row, signature_inputs
+from benchmarks.serving_soak import (
+    OTHER_SIGNATURES,
+    output_row,
+    request_signatures,
+    signature_inputs,
+)
 
 TEXTS = [
     "four hundred twenty-one",
@@ -125,9 +130,7 @@ def serve(path):
                     }
                 )
         result["signatures"] = {}
-        for name in sorted(meta.signature_def):
-            if name == "serving_default":
-                continue
+        for name in request_signatures(meta.signature_def):
             if name not in OTHER_SIGNATURES:
                 result["signatures"][name] = "uncalled"
                 continue

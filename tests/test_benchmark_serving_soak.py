@@ -154,3 +154,8 @@ def test_an_output_row_is_the_same_in_any_batch():
     }
     assert soak.output_row(alone, 0)["output_ids"] == [[7, 3]]
     assert soak.output_row(batched, 0)["translation"] == "\\xff"
+
+
+def test_the_loaders_own_signature_is_no_request():
+    keys = ["__saved_model_init_op", "serving_default", "translate", "score_pairs"]
+    assert soak.request_signatures(keys) == ["score_pairs", "translate"]
