@@ -1,5 +1,5 @@
 # Two commands for a fresh machine with Python 3.10+ (3.11 tested):
-#   make quickstart   set up .venv, install, run the main job
+#   make quickstart   set up .venv, install the package alone, run the quickstart
 #   make test         set up .venv, install, run the test suite
 #   make test-fast    the suite less its slow tests, for local loops
 #   make docs         build the documentation site into site/ (mkdocs.yml)
@@ -10,15 +10,21 @@ export KT_DATA_DIR
 
 .PHONY: quickstart test test-fast lint setup docs clean
 
-$(VENV)/.installed: pyproject.toml
+# The package alone: what the quickstart runs (TensorFlow, Keras, SentencePiece, sacreBLEU).
+$(VENV)/.package-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e .
+	touch $@
+
+# With the test extra (JAX, PyTorch, tensorflow-datasets, ruff): what `make test` needs.
+$(VENV)/.installed: $(VENV)/.package-installed pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
 	touch $@
 
 setup: $(VENV)/.installed
 
-quickstart: $(VENV)/.installed
+quickstart: $(VENV)/.package-installed
 	$(VENV)/bin/python pipelines/quickstart.py
 
 # Two pytest workers, one per core of the 2-core CI machine (much of a test's time is

@@ -12,12 +12,16 @@ way), each request drawing:
   invalid UTF-8, emoji, CJK, RTL) and ordinary ones;
 - its settings: none (the defaults), one of several valid combinations of beam_size, alpha,
   max_extra_length and num_hypotheses, or (1 request in 20) one out-of-range value, which must
-  fail with InvalidArgument naming the input (counted as `rejected`, not as an error).
+  fail with InvalidArgument naming the input (counted as `rejected`, not as an error);
+- or, 1 request in 4, another signature of the export (`OTHER_SIGNATURES`: `translate`,
+  `translate_ids`, `score_pairs`, `translate_with_alignments`, `translate_with_prefix`,
+  `translate_ids_with_prefix`, `translate_sample`) with inputs made from its texts; a
+  signature of the export with no request here is an error (`uncalled_signatures`).
 
 Checks: 0 errors (an exception other than the expected InvalidArgument, or a bad request that
 was served); every output aligned (as many rows as inputs, and each row equal to what its text
-gets alone with the same settings: the references are computed first, which is also the
-warm-up); resident memory (VmRSS) at the end less than 10% above its value after warm-up.
+gets alone with the same settings and signature, samples excepted: the references are
+computed first, which is also the warm-up); resident memory (VmRSS) at the end less than 10% above its value after warm-up.
 Prints p50/p99 latency per request and requests/s, and ends with one JSON line. Exit status 1
 if a check fails.
 
@@ -104,6 +108,77 @@ ORDINARY = [
     "twelve blue cars",
 ]
 INVALID_UTF8 = [b"\xff\xfe\xfd", b"ok \xc3\x28 ok"]
+# The inputs of one request to each signature besides serving_default, made from its texts
+# (bytes): every signature of today's exports is called, each row checked against its text
+# alone. A signature missing here is an error (`uncalled_signatures`), so that a new one is
+# not left out of the soak.
+OTHER_SIGNATURES = (
+    "translate",
+    "translate_ids",
+    "score_pairs",
+    "translate_with_alignments",
+    "translate_with_prefix",
+    "translate_ids_with_prefix",
+    "translate_sample",
+)
+# Its samples depend on their row of the batch (one random stream per request): checked for
+# shape, not against the text alone.
+ROW_DEPENDENT = ("translate_sample",)
+
+
+def request_signatures(signature_defs):
+    """The signatures a client can call besides serving_default (`__saved_model_init_op` and
+    the like are the loader's, not requests')."""
+    return sorted(n for n in signature_defs if n != "serving_default" and not n.startswith("__"))
+
+
+def piece_ids(text, length=8):
+    """Made-up subword ids for `text` (4-99, then eos = 3), right-padded with 0: the ids
+    signatures' input, deterministic per text."""
+    ids = [4 + byte % 96 for byte in text[: length - 1]] + [3]
+    return ids + [0] * (length - len(ids))
+
+
+def signature_inputs(name, texts):
+    """`{input: value}` of one request to signature `name` for `texts`; the settings a
+    request leaves out come from the SignatureDef's defaults."""
+    if name in ("translate", "translate_with_alignments"):
+        return {"text": texts}
+    if name == "translate_sample":
+        return {"text": texts, "seed": 7, "top_k": 5}
+    if name == "score_pairs":  # targets within the model's max_length, which longer ones fail
+        return {"source": texts, "target": [text[:16][::-1] for text in texts]}
+    if name == "translate_with_prefix":
+        return {"text": texts, "target_prefix": [text[:3] for text in texts]}
+    if name in ("translate_ids", "translate_ids_with_prefix"):
+        import numpy as np
+
+        source_ids = np.array([piece_ids(text) for text in texts], np.int32).reshape(-1, 8)
+        if name == "translate_ids":
+            return {"source_ids": source_ids}
+        prefix_ids = np.array([piece_ids(text, 3)[:2] + [0] for text in texts], np.int32)
+        return {"source_ids": source_ids, "prefix_ids": prefix_ids.reshape(-1, 3)}
+    raise KeyError(f"no request for signature {name!r}: add it to OTHER_SIGNATURES")
+
+
+def output_row(outputs, row):
+    """Row `row` of every output, comparable across batches and printable as JSON: strings
+    decoded (invalid bytes escaped), ids without their right padding, scores rounded to
+    1e-3."""
+
+    def plain(value):
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        if isinstance(value, list):
+            items = [plain(item) for item in value]
+            while items and items[-1] == 0:  # the batch's padding, not the row's
+                items.pop()
+            return items
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "backslashreplace")
+        return round(value, 3) if isinstance(value, float) else value
+
+    return {alias: plain(values[row]) for alias, values in sorted(outputs.items())}
 
 
 def build_export(directory, max_beam_size):
@@ -178,7 +253,8 @@ class Server:
         self.tf = tf
         self.session = tf.compat.v1.Session(graph=tf.Graph())
         meta = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], path)
-        self.signature = meta.signature_def["serving_default"]
+        self.signatures = dict(meta.signature_def)
+        self.signature = self.signatures["serving_default"]
         self.defaults = {k: tf.make_ndarray(v) for k, v in self.signature.defaults.items()}
         self.outputs = {alias: info.name for alias, info in self.signature.outputs.items()}
 
@@ -188,6 +264,17 @@ class Server:
             if name != "text":
                 feed[info.name] = (settings or {}).get(name, self.defaults[name])
         return self.session.run(self.outputs, feed_dict=feed)
+
+    def call(self, name, inputs):
+        """One request to signature `name`: `inputs`, the rest from its defaults."""
+        signature = self.signatures[name]
+        defaults = {k: self.tf.make_ndarray(v) for k, v in signature.defaults.items()}
+        feed = {
+            info.name: inputs[alias] if alias in inputs else defaults[alias]
+            for alias, info in signature.inputs.items()
+        }
+        outputs = {alias: info.name for alias, info in signature.outputs.items()}
+        return self.session.run(outputs, feed_dict=feed)
 
 
 def comma_separated_ints(text, name):
@@ -450,6 +537,15 @@ def soak(args, export, workdir, build_s):
                 float(out["score"][0]),
                 out["nbest_translations"].shape[1],
             )
+    # Every other signature of the export, each text alone: its references and warm-up.
+    others = request_signatures(server.signatures)
+    uncalled = [name for name in others if name not in OTHER_SIGNATURES]
+    others = [name for name in others if name in OTHER_SIGNATURES]
+    for name in others:
+        for text in pool:
+            references[name, text] = output_row(
+                server.call(name, signature_inputs(name, [text])), 0
+            )
     rng = random.Random(args.seed)
     for batch_size in BATCH_SIZES:
         for beam in range(1, SOAK_MAX_BEAM_SIZE + 1):
@@ -459,6 +555,7 @@ def soak(args, export, workdir, build_s):
 
     latencies, failures, lock = [], [], threading.Lock()
     counts = {"served": 0, "rejected": 0, "misaligned": 0, "sentences": 0}
+    by_signature = {name: 0 for name in ["serving_default", *others]}
     rss_samples, stop_sampling = [], threading.Event()
     deadline = time.time() + args.time_limit
 
@@ -472,6 +569,10 @@ def soak(args, export, workdir, build_s):
             if time.time() > deadline:
                 return
             texts = [rng.choice(pool) for _ in range(rng.choice(BATCH_SIZES))]
+            if others and rng.random() < 0.25:  # a request to another signature
+                name = rng.choice(others)
+                call_other(name, texts)
+                continue
             bad = rng.random() < 0.05
             index = rng.randrange(len(VALID_SETTINGS))
             settings = dict(rng.choice(BAD_SETTINGS)) if bad else VALID_SETTINGS[index]
@@ -516,6 +617,30 @@ def soak(args, export, workdir, build_s):
                 counts["served"] += 1
                 counts["sentences"] += len(texts)
                 counts["misaligned"] += misaligned
+                by_signature["serving_default"] += 1
+
+    def call_other(name, texts):
+        begin = time.perf_counter()
+        try:
+            out = server.call(name, signature_inputs(name, texts))
+        except Exception as error:  # noqa: BLE001 - every failure is counted
+            with lock:
+                failures.append(f"{name}: {type(error).__name__}: {str(error)[:300]}")
+            return
+        elapsed = time.perf_counter() - begin
+        misaligned = 0
+        if any(values.shape[:1] != (len(texts),) for values in out.values()):
+            misaligned = len(texts) or 1
+        elif name not in ROW_DEPENDENT:
+            misaligned = sum(
+                output_row(out, row) != references[name, text] for row, text in enumerate(texts)
+            )
+        with lock:
+            latencies.append(elapsed)
+            counts["served"] += 1
+            counts["sentences"] += len(texts)
+            counts["misaligned"] += misaligned
+            by_signature[name] += 1
 
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
@@ -544,6 +669,8 @@ def soak(args, export, workdir, build_s):
         "rejected_invalid_argument": counts["rejected"],
         "errors": len(failures),
         "misaligned_rows": counts["misaligned"],
+        "requests_by_signature": by_signature,
+        "uncalled_signatures": uncalled,
         "sentences": counts["sentences"],
         "p50_ms": round(1000 * percentile(latencies, 50), 2),
         "p99_ms": round(1000 * percentile(latencies, 99), 2),
@@ -570,7 +697,9 @@ def soak(args, export, workdir, build_s):
         f"{result['rss_end_mb']} MB ({result['rss_growth_pct']:+.2f}%)"
     )
     print(json.dumps(result))
-    ok = not failures and not counts["misaligned"] and growth < 0.10
+    for name in uncalled:
+        print(f"error: signature {name} has no request in this soak (OTHER_SIGNATURES)")
+    ok = not failures and not counts["misaligned"] and growth < 0.10 and not uncalled
     return 0 if ok else 1
 
 

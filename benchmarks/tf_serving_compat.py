@@ -13,7 +13,10 @@ loads it the way TF Serving does and checks:
    the same translations and scores as TF 2.21 does;
 3. per-request settings give the same outputs as in TF 2.21, and an out-of-range one fails with
    InvalidArgument naming the input;
-4. the TF2 loader's text-only `translate` endpoint gives the same translations.
+4. the TF2 loader's text-only `translate` endpoint gives the same translations;
+5. every other signature of the export (`score_pairs`, `translate_ids`, the prefix, alignment
+   and sampling signatures: `serving_soak.OTHER_SIGNATURES`) gives the same outputs there,
+   and none is left uncalled.
 
 What it does not prove: the server binary itself (REST/gRPC parsing, batching), which needs
 Docker; TF Serving's predict path is the same session run (predict_util.cc).
@@ -38,6 +41,12 @@ import sys
 import tempfile
 
 from benchmarks.common import machine_line, machine_record, run_module
+from benchmarks.serving_soak import (
+    OTHER_SIGNATURES,
+    output_row,
+    request_signatures,
+    signature_inputs,
+)
 
 TEXTS = [
     "four hundred twenty-one",
@@ -120,6 +129,20 @@ def serve(path):
                         )
                     }
                 )
+        result["signatures"] = {}
+        for name in request_signatures(meta.signature_def):
+            if name not in OTHER_SIGNATURES:
+                result["signatures"][name] = "uncalled"
+                continue
+            info = meta.signature_def[name]
+            signature_defaults = {k: tf.make_ndarray(v) for k, v in info.defaults.items()}
+            inputs = signature_inputs(name, [t.encode() for t in TEXTS])
+            feed = {
+                spec.name: inputs[alias] if alias in inputs else signature_defaults[alias]
+                for alias, spec in info.inputs.items()
+            }
+            out = session.run({a: spec.name for a, spec in info.outputs.items()}, feed)
+            result["signatures"][name] = [output_row(out, row) for row in range(len(TEXTS))]
     loaded = tf.saved_model.load(path)
     result["translate_endpoint"] = [
         t.decode() for t in loaded.translate(TEXTS)["translation"].numpy()
@@ -160,6 +183,18 @@ def main():
         written = run_serve(sys.executable, export)
         side = run_serve(args.side_python, export)
 
+    def same_rows(a, b):  # output_row's rows: floats rounded to 1e-3, so within one step
+        def close(x, y):
+            if isinstance(x, float) and isinstance(y, float):
+                return abs(x - y) <= 1.5e-3
+            if isinstance(x, list) and isinstance(y, list):
+                return len(x) == len(y) and all(map(close, x, y))
+            if isinstance(x, dict) and isinstance(y, dict):
+                return x.keys() == y.keys() and all(close(x[k], y[k]) for k in x)
+            return x == y
+
+        return close(a, b)
+
     def same(a, b):  # texts exactly, scores to 1e-4 (two builds of the same kernels)
         if a.keys() != b.keys() or "score" not in a:
             return a == b
@@ -177,6 +212,13 @@ def main():
         "translate_endpoint_equal": side["translate_endpoint"]
         == written["translate_endpoint"]
         == written["runs"][0]["translation"],
+        "every_signature_called": bool(written["signatures"])
+        and "uncalled" not in written["signatures"].values(),
+        "signature_outputs_equal": side["signatures"].keys() == written["signatures"].keys()
+        and all(
+            same_rows(side["signatures"][name], written["signatures"][name])
+            for name in written["signatures"]
+        ),
     }
     machine = machine_record(["tensorflow", "tensorflow_text"])
     print(machine_line(machine))
@@ -192,6 +234,7 @@ def main():
                 "served_by_tensorflow_text": side["tensorflow_text"],
                 "ops": side["ops"],
                 "unknown_ops": side["unknown_ops"],
+                "signatures": sorted(["serving_default", *written["signatures"]]),
                 **checks,
             }
         )

@@ -27,7 +27,14 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_transformer.cli.startup import (  # noqa: E402  (before TensorFlow is imported)
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    import_tensorflow_quietly,
+    quiet_tensorflow,
+)
+
+import_tensorflow_quietly(quiet_tensorflow(sys.argv))
 
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.training import TrainingConfig, make_strategy, train  # noqa: E402
@@ -156,6 +163,7 @@ def prepare_corpus(data_dir, output_dir, target, preprocessing):
 
 def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--data-dir", default=None, help="the Multi30k folder (default: $KT_DATA_DIR/multi30k)"
     )

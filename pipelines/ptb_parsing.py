@@ -51,7 +51,14 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_transformer.cli.startup import (  # noqa: E402  (before TensorFlow is imported)
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    import_tensorflow_quietly,
+    quiet_tensorflow,
+)
+
+import_tensorflow_quietly(quiet_tensorflow(sys.argv))
 
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.parsing.linearization import Linearizer  # noqa: E402
@@ -295,6 +302,7 @@ def evaluate_dev(
 
 def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--data",
         choices=["wsj", "wsj+gum"],

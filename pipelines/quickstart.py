@@ -37,7 +37,12 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_transformer.cli.startup import (  # noqa: E402  (imports no TensorFlow)
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    import_tensorflow_quietly,
+    quiet_tensorflow,
+)
 
 CONFIG = pathlib.Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
@@ -315,6 +320,7 @@ def export_and_serve(translator, run, export_dir, beam_size, max_extra_length):
 
 def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--output-dir",
         default=None,
@@ -421,8 +427,11 @@ def checked_recipe(parser, args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verbose = quiet_tensorflow(argv)  # before anything imports TensorFlow
     parser = build_parser()
     args = parser.parse_args(argv)
+    import_tensorflow_quietly(verbose)
     if args.data_only:
         return write_data_only(args.output_dir)
     recipe = checked_recipe(parser, args)

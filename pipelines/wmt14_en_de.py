@@ -23,7 +23,14 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_transformer.cli.startup import (  # noqa: E402  (before TensorFlow is imported)
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    import_tensorflow_quietly,
+    quiet_tensorflow,
+)
+
+import_tensorflow_quietly(quiet_tensorflow(sys.argv))
 
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.training import TrainingConfig, train  # noqa: E402
@@ -67,6 +74,7 @@ def recipe_config(args, recipes=RECIPES, overrides=()):
 
 def parser_for(description, presets):
     parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     parser.add_argument(
         "--preset", choices=presets, default="base", help="the recipe (default: base)"
     )

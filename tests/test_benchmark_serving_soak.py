@@ -117,3 +117,45 @@ def test_latency_command_on_a_tiny_export(tmp_path):
         # Served requests carry batch_size sentences each (both rates rounded to 0.01).
         expected = row["requests_per_s"] * row["batch_size"]
         assert abs(row["sentences_per_s"] - expected) <= 0.01 * row["batch_size"]
+
+
+def test_the_soak_has_a_request_for_every_signature_an_export_has():
+    import re
+
+    from tests._training_fixtures import REPO
+
+    source = (REPO / "keras_transformer" / "export" / "saved_model.py").read_text()
+    exported = set(re.findall(r'add_endpoint\(\s*"(\w+)"', source)) - {"serving_default"}
+    assert exported == set(soak.OTHER_SIGNATURES)
+    texts = [b"one red dog", b"\xff\xfe", b""]
+    for name in soak.OTHER_SIGNATURES:
+        inputs = soak.signature_inputs(name, texts)
+        assert all(len(value) == len(texts) for value in inputs.values() if np.ndim(value))
+        if "source_ids" in inputs:  # [batch, length], even for an empty batch
+            assert soak.signature_inputs(name, [])["source_ids"].shape == (0, 8)
+            assert inputs["source_ids"][0].tolist() == [4 + b % 96 for b in b"one red"] + [3]
+
+
+def test_an_output_row_is_the_same_in_any_batch():
+    alone = {
+        "output_ids": np.array([[[7, 3]]]),
+        "scores": np.array([[-1.23456]]),
+        "translation": np.array([b"ok"]),
+    }
+    batched = {
+        "output_ids": np.array([[[5, 6, 7, 3], [5, 3, 0, 0]], [[7, 3, 0, 0], [8, 3, 0, 0]]]),
+        "scores": np.array([[-0.5, -0.7], [-1.23461, -2.0]]),
+        "translation": np.array([b"\xff", b"ok"]),
+    }
+    assert soak.output_row(batched, 1) == {
+        "output_ids": [[7, 3], [8, 3]],
+        "scores": [-1.235, -2.0],
+        "translation": "ok",
+    }
+    assert soak.output_row(alone, 0)["output_ids"] == [[7, 3]]
+    assert soak.output_row(batched, 0)["translation"] == "\\xff"
+
+
+def test_the_loaders_own_signature_is_no_request():
+    keys = ["__saved_model_init_op", "serving_default", "translate", "score_pairs"]
+    assert soak.request_signatures(keys) == ["score_pairs", "translate"]

@@ -92,3 +92,60 @@ def test_the_training_notes_print_once(monkeypatch):
         package.setLevel(saved[1])
         package.propagate = saved[2]
     assert stderr.getvalue().count("trained 2 steps") == 1, stderr.getvalue()
+
+
+# TensorFlow's start-up lines: a CUDA probe that reads as an error on a machine without a GPU.
+STARTUP_PROGRAM = """
+import sys
+from keras_transformer.cli.startup import import_tensorflow_quietly, quiet_tensorflow
+import_tensorflow_quietly(quiet_tensorflow(sys.argv))
+import tensorflow as tf
+print(int(tf.reduce_sum(tf.constant([1, 2]))))  # initializes the devices: the CUDA probe
+"""
+
+
+def _run_python(arguments, environ_changes):
+    import os
+    import subprocess
+    import sys
+
+    from keras_transformer.cli.startup import STARTUP_NOISE
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env.update(environ_changes)
+    result = subprocess.run(
+        [sys.executable, *arguments], capture_output=True, text=True, env=env, check=True
+    )
+    noise = [line for line in result.stderr.splitlines() if STARTUP_NOISE.match(line)]
+    return result.stdout, noise
+
+
+def test_tensorflows_startup_lines_are_quiet_by_default_and_shown_with_verbose():
+    stdout, noise = _run_python(["-c", STARTUP_PROGRAM], {})
+    assert stdout == "3\n" and noise == []
+    stdout, noise = _run_python(["-c", STARTUP_PROGRAM, "--verbose"], {})
+    assert stdout == "3\n" and noise  # TensorFlow's own lines, the CUDA probe among them here
+
+
+def test_the_users_log_level_stands(monkeypatch):
+    from keras_transformer.cli.startup import quiet_tensorflow
+
+    environ = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    assert quiet_tensorflow(["translate"], environ) is False
+    assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    environ = {}
+    assert quiet_tensorflow(["translate", "--verbose"], environ) is True and environ == {}
+
+
+def test_the_cli_takes_verbose_anywhere_and_leaves_the_level_to_tensorflow():
+    program = (
+        "import os, sys; from keras_transformer.cli import main; status = main(sys.argv[1:]); "
+        "print(status, os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
+    )
+    info = ["info", "--preset", "base", "--vocab-size", "100"]
+    stdout, _ = _run_python(["-c", program, *info], {})
+    assert stdout.splitlines()[-1] == "0 3"
+    stdout, _ = _run_python(["-c", program, *info, "--verbose"], {})
+    assert stdout.splitlines()[-1] == "0 None"
+    stdout, _ = _run_python(["-c", program, "--verbose", *info], {"TF_CPP_MIN_LOG_LEVEL": "1"})
+    assert stdout.splitlines()[-1] == "0 1"

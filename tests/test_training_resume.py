@@ -16,7 +16,6 @@ import logging
 import os
 import random
 import shutil
-import signal
 import time
 
 import keras

@@ -8,9 +8,14 @@ parser)` and `run(args) -> int`. Modules are imported only when their command ru
 import argparse
 import importlib
 import os
-import re
 import sys
 
+from keras_transformer.cli.startup import (
+    VERBOSE_FLAG,
+    VERBOSE_HELP,
+    import_tensorflow_quietly,
+    quiet_tensorflow,
+)
 from keras_transformer.errors import UserInputError, report_interrupted
 
 # name -> module under keras_transformer.cli; the order is the order of `--help`.
@@ -63,6 +68,8 @@ def build_parser(argv_command=None):
         description="The Transformer of 'Attention Is All You Need' (Vaswani et al., 2017).",
     )
     parser.add_argument("--version", action="version", version=f"keras-transformer {__version__}")
+    # Read by main before parsing, so that it may stand anywhere on the line.
+    parser.add_argument(VERBOSE_FLAG, action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         if name == argv_command:
@@ -79,40 +86,6 @@ def build_parser(argv_command=None):
             # Only the command being run is imported; the others need just their help line.
             subparsers.add_parser(name, help=_HELP[name])
     return parser
-
-
-# TensorFlow's C++ start-up lines: absl logs written before `absl::InitializeLog()` ignore
-# TF_CPP_MIN_LOG_LEVEL (TensorFlow 2.21), so they would stand before every one-line error.
-_STARTUP_NOISE = re.compile(r"WARNING: All log messages before absl::InitializeLog|[IW]\d{4} ")
-
-
-def _import_tensorflow_quietly():
-    """Imports TensorFlow with its start-up chatter (`_STARTUP_NOISE`: the absl banner and C++
-    INFO and WARNING lines) dropped from stderr; anything else written during the import (a
-    Python warning, an error) is written after it. Nothing to do on another Keras backend, or
-    when TensorFlow is imported already or absent."""
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
-    if backend != "tensorflow" or "tensorflow" in sys.modules:
-        return
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow  # noqa: F401
-        except ImportError:
-            pass  # the command that needs it reports it
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode("utf-8", errors="replace")
-            sys.stderr.writelines(
-                line for line in text.splitlines(keepends=True) if not _STARTUP_NOISE.match(line)
-            )
 
 
 def _show_input_warnings_as_one_line(command):
@@ -137,9 +110,11 @@ def _show_input_warnings_as_one_line(command):
 
 
 def main(argv=None):
-    # TensorFlow's C++ start-up chatter hides the output people came for.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else list(argv)
+    # TensorFlow's C++ start-up chatter (a CUDA probe that reads as an error on a machine
+    # without a GPU) hides the output people came for; --verbose shows it.
+    verbose = quiet_tensorflow(argv)
+    argv = [argument for argument in argv if argument != VERBOSE_FLAG]
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -148,7 +123,7 @@ def main(argv=None):
         return 2
     module = _load(args.command)
     if _needs_tensorflow(module, args):
-        _import_tensorflow_quietly()
+        import_tensorflow_quietly(verbose)
     _show_input_warnings_as_one_line(args.command)
     try:
         status = module.run(args) or 0

@@ -86,7 +86,7 @@ def add_model_arguments(parser):
         metavar="{float32,bf16}",
         default="float32",
         help="bf16: decode with the weights cast to bfloat16 (CPUs with AVX512-BF16 or AMX; "
-        "faster on larger vocabularies, see docs/translating.md); int8: export to CTranslate2",
+        "pays at larger batches only, measured in docs/results.md); int8: export to CTranslate2",
     )
     add = recording_adder(parser.add_argument_group("search"), actions)
     add("--search", choices=("beam", "greedy", "sample"), default="beam")

@@ -1,6 +1,7 @@
 """`TrainingConfig`: everything a training run needs, from a YAML or JSON file.
 
-A complete file (YAML; JSON with the same keys works too):
+A complete file, every key with its default where it has one (YAML; JSON with the same keys
+works too; a key left out takes its default):
 
     output_dir: runs/multi30k
     model:                      # a TransformerConfig preset and field overrides
@@ -15,17 +16,37 @@ A complete file (YAML; JSON with the same keys works too):
       dev: {source: multi30k/val.en.gz, target: multi30k/val.de.gz}
       vocab: null               # a .model file, or null: train one into OUTPUT_DIR/vocab.model
       vocab_size: 8000
+      vocab_model_type: bpe     # bpe | unigram
       token_budget: 4096        # tokens per batch per replica and side, padding included
       max_length: 128
+      shuffle_buffer: 100000
+      cache_dir: null           # a folder: tokenize the corpora once and reuse them
+      pad_to_bucket_boundary: false
+      seed: 1
     schedule:
       train_steps: 100000
       warmup_steps: 4000
+      learning_rate_scale: 1.0
+      decay: rsqrt              # rsqrt (the paper) | linear (to 0 at train_steps)
       tokens_per_update: 25000  # target tokens per update: micro-batches are accumulated
-    checkpoints: {every_minutes: 10, keep_last: 5, average_last: 5}
+      accumulation_steps: null  # micro-batches per update, instead of tokens_per_update
+      eval_every_steps: 1000
+      log_every_steps: 100
+      max_train_minutes: null   # stop after this many minutes of training
+    checkpoints:
+      every_minutes: 10
+      every_steps: null         # instead of every_minutes
+      keep_last: 5
+      average_last: 5
+      average_last_fraction: null  # average the checkpoints of the last fraction of updates
     dev_bleu: {sentences: 500, beam_size: 4, alpha: 0.6, patience: 10, keep_best: true}
     strategy: auto              # auto | one_device | mirrored | multi_worker
+    num_devices: null           # devices for mirrored (null: all GPUs)
     precision: float32          # float32 | mixed_bfloat16 | mixed_float16
     xla: false
+    verbose: auto
+    seed: 1
+    init_from: null             # a trained run folder to fine-tune from
 
 A string may name environment variables as `${NAME}` (`source: ${KT_DATA_DIR}/multi30k/
 train.en.gz`): `TrainingConfig.from_file` puts in their values, and an unset one is an error
