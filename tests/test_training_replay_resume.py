@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_transformer.runs.checkpoints import list_checkpoints
 from keras_transformer.training import train
-from keras_transformer.training.checkpoints import has_data_iterator
+from keras_transformer.runs.checkpoints import has_data_iterator
 from tests._kill_fixtures import (  # noqa: F401 (show_kill_seed: an autouse fixture)
     KILL_SEED,
     Launcher,
@@ -31,7 +31,7 @@ TRAIN_STEPS = 16
 
 # The killed runs write checkpoints without the data position: their restarts replay.
 WITHOUT_DATA_POSITION = """
-    from keras_transformer.training.checkpoints import Checkpointer
+    from keras_transformer.runs.checkpoints import Checkpointer
     Checkpointer.attach_data_iterator = lambda self, iterator: False
 """
 
