@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.runs.checkpoints import list_checkpoints
+from keras_transformer.runs.checkpoints import has_data_iterator, list_checkpoints
 from keras_transformer.training import train
-from keras_transformer.runs.checkpoints import has_data_iterator
 from tests._kill_fixtures import (  # noqa: F401 (show_kill_seed: an autouse fixture)
     KILL_SEED,
     Launcher,
