@@ -197,7 +197,7 @@ TRANSLATOR_CASES = [
 def test_translator_settings_are_checked_once_for_python_and_the_commands(
     settings, message, flag_message, tmp_path
 ):
-    from keras_transformer.cli.translate import SETTING_FLAGS
+    from keras_transformer.cli._model_options import SETTING_FLAGS
 
     with pytest.raises(UserInputError) as error:
         check_translator_settings(**settings)

@@ -31,10 +31,10 @@ pytestmark = pytest.mark.timeout(420)
 # prints the run files it finds, as one JSON line.
 STARTS = textwrap.dedent("""
     import glob, json, os, signal, sys
-    from keras_transformer.training import trainer
+    from keras_transformer.training import run_files, trainer
 
     first, again, run_dir = sys.argv[1:4]
-    keep_previous = trainer._keep_previous
+    keep_previous = run_files.keep_previous
 
     def run(config, kill_after):
         def keep_then_die(path):
@@ -43,7 +43,7 @@ STARTS = textwrap.dedent("""
                 os.kill(os.getpid(), signal.SIGKILL)
             return kept
 
-        trainer._keep_previous = keep_then_die
+        run_files.keep_previous = keep_then_die
         result = trainer.train(config)
         print(json.dumps({"resumed_from": result.resumed_from_step, "step": result.step}))
 

@@ -15,6 +15,7 @@ from keras_transformer.errors import UserInputError
 SETTING_FLAGS = {
     "beam_size": "--beam-size",
     "alpha": "--alpha",
+    "length_penalty": "--length-penalty",
     "max_extra_length": "--max-extra-length",
     "num_hypotheses": "--n-best",
     "top_p": "--top-p",
