@@ -335,3 +335,23 @@ def best_milliseconds(calls, steps, repeats, wait=None):
     calls each (tracing, allocation); `wait` as `best_seconds_each`'s."""
     seconds = best_seconds_each(calls, steps, repeats, warmup=steps, wait=wait)
     return {name: value * 1e3 for name, value in seconds.items()}
+
+
+def source_commit():
+    """The checked-out commit, with "+changes" when the measured code (the library or the
+    benchmarks) differs from it; None outside a git checkout."""
+    def git(*command):
+        return subprocess.run(
+            ["git", *command], capture_output=True, text=True, check=False, cwd=ROOT
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return None
+    return commit + (
+        "+changes"
+        if git(
+            "status", "--porcelain", "--untracked-files=no", "--", "keras_transformer", "benchmarks"
+        )
+        else ""
+    )

@@ -40,12 +40,12 @@ import time
 import numpy as np
 
 from benchmarks.common import (
-    ROOT,
     best_seconds,
     importable_peers,
     machine_line,
     machine_record,
     set_tensorflow_threads,
+    source_commit,
 )
 from benchmarks.decode_peers import (
     THREADS,
@@ -67,28 +67,6 @@ from benchmarks.decode_trained import (
 
 PEERS = ("ours", "nocache", "kerashub", "ct2", "savedmodel")
 PEER_MODULES = {"kerashub": "keras_hub", "ct2": "ctranslate2"}
-
-
-def source_commit():
-    """The checked-out commit, with "+changes" when the measured code (the library or the
-    benchmarks) differs from it; None outside a git checkout."""
-    import subprocess
-
-    def git(*command):
-        return subprocess.run(
-            ["git", *command], capture_output=True, text=True, check=False, cwd=ROOT
-        ).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return None
-    return commit + (
-        "+changes"
-        if git(
-            "status", "--porcelain", "--untracked-files=no", "--", "keras_transformer", "benchmarks"
-        )
-        else ""
-    )
 
 
 # -- timing ----------------------------------------------------------------------------------

@@ -306,6 +306,7 @@ REQUEST = {
     "prefix_ids": [[5, 0], [0, 0], [6, 7]],
     "beam_size": 2,
     "alpha": 0.6,
+    "length_penalty": "gnmt",
     "max_extra_length": MAX_EXTRA,
     "num_hypotheses": 2,
     "top_k": 3,

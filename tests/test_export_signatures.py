@@ -27,7 +27,7 @@ class ScriptedModel(RowCountingDecoder):
 class NoVocabulary:
     """The serving functions' vocabulary, for searches over ids only (no text)."""
 
-    def make_tokenizer(self):
+    def make_graph_tokenizer(self):
         return None
 
 

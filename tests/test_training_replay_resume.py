@@ -73,7 +73,8 @@ def replayed_run(tmp_path_factory):
     consumed = int(tf.train.load_checkpoint(resumed_from).get_tensor(counter))
     had_data_position = has_data_iterator(resumed_from)
     # The restart, here: the library as it is, from a checkpoint without the data position.
-    logger = logging.getLogger("keras_transformer.training.trainer")
+    # The trainer and its modules (inputs.py logs the replay) log under this name.
+    logger = logging.getLogger("keras_transformer.training")
     records = []
     handler = logging.Handler()
     handler.emit = records.append
