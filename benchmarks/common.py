@@ -340,6 +340,7 @@ def best_milliseconds(calls, steps, repeats, wait=None):
 def source_commit():
     """The checked-out commit, with "+changes" when the measured code (the library or the
     benchmarks) differs from it; None outside a git checkout."""
+
     def git(*command):
         return subprocess.run(
             ["git", *command], capture_output=True, text=True, check=False, cwd=ROOT

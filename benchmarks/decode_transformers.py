@@ -215,9 +215,7 @@ def _batch_rows(args, model, hf_model, batch_size):
     sources = random_sources(batch_size, args.source_length, args.vocab_size - 1)
     sources[:, -1] = hf_model.config.eos_token_id
     runners = {
-        "transformers generate": transformers_search(
-            hf_model, args.beam_size, args.output_length
-        ),
+        "transformers generate": transformers_search(hf_model, args.beam_size, args.output_length),
         "ours (tf.function)": our_search(
             model, args.beam_size, args.output_length, args.source_length, jit=False
         ),

@@ -716,16 +716,20 @@ def translate(
             num_hypotheses=max(num_hypotheses, 1),
             **options,
         )
-        if isinstance(model, (str, os.PathLike)):
-            translator = _loaded_translator(model, vocabulary, settings)
-        else:
-            if vocabulary is None:
-                raise UserInputError(
-                    "translate(model=<Transformer>) needs vocabulary=, the "
-                    "SentencePiece .model the model was trained with"
-                )
-            translator = Translator(model, vocabulary, **settings)
+        translator = _translator_of(model, vocabulary, settings)
     return translator.translate(texts, num_hypotheses=num_hypotheses, target_prefix=target_prefix)
+
+
+def _translator_of(model, vocabulary, settings):
+    """The `Translator` of `model` (a path, or a `Transformer` with its `vocabulary`)."""
+    if isinstance(model, (str, os.PathLike)):
+        return _loaded_translator(model, vocabulary, settings)
+    if vocabulary is None:
+        raise UserInputError(
+            "translate(model=<Transformer>) needs vocabulary=, the "
+            "SentencePiece .model the model was trained with"
+        )
+    return Translator(model, vocabulary, **settings)
 
 
 # translate(model=PATH) keeps the translators it loaded: a load and its searches' first traces

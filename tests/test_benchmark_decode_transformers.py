@@ -55,8 +55,14 @@ def test_without_transformers_the_peer_is_skipped_with_one_line(capsys, monkeypa
     monkeypatch.setitem(sys.modules, "transformers", None)  # its import now fails
     assert bench.main(TINY) == 0
     captured = capsys.readouterr()
-    assert [line for line in captured.err.splitlines() if "skipping peer" in line] == [
-        line for line in captured.err.splitlines() if line.startswith("# skipping peer transformers")
-    ] != []
+    assert (
+        [line for line in captured.err.splitlines() if "skipping peer" in line]
+        == [
+            line
+            for line in captured.err.splitlines()
+            if line.startswith("# skipping peer transformers")
+        ]
+        != []
+    )
     last = json.loads(captured.out.strip().splitlines()[-1])
     assert last["results"] == [] and set(last["skipped_peers"]) == {"transformers"}

@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.files import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -178,10 +179,43 @@ def train_vocabulary(
         >>> vocabulary.size  # doctest: +SKIP
         8000
     """
-    import sentencepiece
-
     from keras_transformer.data.corpora import check_corpora
 
+    rounded = _checked_vocab_size(vocab_size, model_type, normalization, character_coverage)
+    check_corpora(corpora)
+    _make_prefix_folder(model_prefix)
+    # A uniform sample, not the first N lines: corpora are often sorted by source or domain.
+    lines = sampled_lines(corpora, input_sentence_size, seed)
+    started = time.perf_counter()
+    model_proto = _train_sentencepiece(
+        lines,
+        len(corpora),
+        vocab_size=rounded,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        input_sentence_size=input_sentence_size,
+        max_sentence_length=max_sentence_length,
+        byte_fallback=byte_fallback,
+        normalization_rule_name=normalization,
+        num_threads=num_threads or os.cpu_count() or 1,
+        seed=seed,
+    )
+    elapsed = time.perf_counter() - started
+    vocabulary = SubwordVocabulary(model_proto, path=model_prefix + ".model")
+    _write_vocabulary_files(vocabulary, model_prefix)
+    logger.info(
+        "trained a %s vocabulary of %d pieces in %.1f s: %s.model",
+        model_type,
+        vocabulary.size,
+        elapsed,
+        model_prefix,
+    )
+    vocabulary.training_seconds = elapsed
+    return vocabulary
+
+
+def _checked_vocab_size(vocab_size, model_type, normalization, character_coverage):
+    """`vocab_size` rounded up to a multiple of 8, once the settings are checked."""
     if model_type not in MODEL_TYPES:
         raise UserInputError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
     if normalization not in NORMALIZATIONS:
@@ -195,8 +229,10 @@ def train_vocabulary(
     rounded = round_vocab_size(vocab_size)
     if rounded != vocab_size:
         logger.info("vocabulary size %d rounded up to %d (a multiple of 8)", vocab_size, rounded)
-    check_corpora(corpora)
+    return rounded
 
+
+def _make_prefix_folder(model_prefix):
     directory = os.path.dirname(os.path.abspath(model_prefix))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -205,22 +241,19 @@ def train_vocabulary(
             f"cannot make the folder {directory!r} for the vocabulary {model_prefix!r}: "
             f"{error.strerror}; choose another prefix"
         ) from None
-    # A uniform sample, not the first N lines: corpora are often sorted by source or domain.
-    lines = sampled_lines(corpora, input_sentence_size, seed)
+
+
+def _train_sentencepiece(lines, num_corpora, *, seed, **settings):
+    """The serialized SentencePiece model trained on `lines` with the project's special ids;
+    SentencePiece's errors become `UserInputError`s that say what to change."""
+    import sentencepiece
+
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
-    started = time.perf_counter()
     try:
         sentencepiece.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
             model_writer=model,
-            vocab_size=rounded,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            input_sentence_size=input_sentence_size,
-            max_sentence_length=max_sentence_length,
-            byte_fallback=byte_fallback,
-            normalization_rule_name=normalization,
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=BOS_ID,
@@ -229,48 +262,42 @@ def train_vocabulary(
             unk_piece=SPECIAL_PIECES[UNK_ID],
             bos_piece=SPECIAL_PIECES[BOS_ID],
             eos_piece=SPECIAL_PIECES[EOS_ID],
-            num_threads=num_threads or os.cpu_count() or 1,
             # Large corpora need more than the default 32-bit suffix array.
             train_extremely_large_corpus=(
-                input_sentence_size == 0 or input_sentence_size > 20_000_000
+                settings["input_sentence_size"] == 0 or settings["input_sentence_size"] > 20_000_000
             ),
             minloglevel=2,
+            **settings,
         )
     except RuntimeError as error:
         message = str(error)
         if "sentences_.empty()" in message:  # SentencePiece left out every line
             raise UserInputError(
-                f"no line of the {len(corpora)} corpus(es) is short enough to learn from: "
-                f"every one is longer than max_sentence_length={max_sentence_length} bytes; "
+                f"no line of the {num_corpora} corpus(es) is short enough to learn from: "
+                "every one is longer than "
+                f"max_sentence_length={settings['max_sentence_length']} bytes; "
                 "split the long lines, or raise it (`keras-transformer vocab "
                 "--max-sentence-length`; train takes the result as data.vocab)"
             ) from None
         if "Vocabulary size" in message or "vocab_size" in message:
             raise UserInputError(
-                f"cannot train a vocabulary of {rounded} pieces on {len(corpora)} corpus(es): "
-                f"{message.strip()}; lower the vocabulary size or add text"
+                f"cannot train a vocabulary of {settings['vocab_size']} pieces on "
+                f"{num_corpora} corpus(es): {message.strip()}; lower the vocabulary size or "
+                "add text"
             ) from None
         raise UserInputError(f"SentencePiece training failed: {message.strip()}") from None
-    elapsed = time.perf_counter() - started
-    vocabulary = SubwordVocabulary(model.getvalue(), path=model_prefix + ".model")
-    # Written beside and renamed (atomic_write): a kill mid-write leaves earlier files whole.
-    from keras_transformer.files import atomic_write
+    return model.getvalue()
 
+
+def _write_vocabulary_files(vocabulary, model_prefix):
+    """`<prefix>.model` and `<prefix>.vocab` (one piece and its score a line), each written
+    beside and renamed (atomic_write): a kill mid-write leaves earlier files whole."""
     with atomic_write(model_prefix + ".model", "wb") as file:
         file.write(vocabulary.model_proto)
     with atomic_write(model_prefix + ".vocab", encoding="utf-8") as file:
         processor = vocabulary.processor
         for piece_id in range(processor.get_piece_size()):
             file.write(f"{processor.id_to_piece(piece_id)}\t{processor.get_score(piece_id):g}\n")
-    logger.info(
-        "trained a %s vocabulary of %d pieces in %.1f s: %s.model",
-        model_type,
-        vocabulary.size,
-        elapsed,
-        model_prefix,
-    )
-    vocabulary.training_seconds = elapsed
-    return vocabulary
 
 
 class SubwordVocabulary:

@@ -249,6 +249,21 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
     spec.config.eos_token = tokens[config.eos_id]
     spec.config.add_source_eos = add_source_eos
 
+    _copy_weights(spec, model, config, converter)
+    spec.register_source_vocabulary(list(tokens))
+    spec.register_target_vocabulary(list(tokens))
+    try:
+        spec.validate()
+    except ValueError as error:  # a shape the installed CTranslate2 cannot hold
+        raise UserInputError(
+            f"CTranslate2 {ctranslate2.__version__} cannot hold this model: {error}"
+        ) from None
+    return spec
+
+
+def _copy_weights(spec, model, config, converter):
+    """Fills `spec`'s encoder, decoder and projection with `model`'s weights."""
+    pre_norm = config.norm_position == "pre"
     spec.encoder.embeddings[0].weight = _array(model.source_embedding.embeddings)
     spec.decoder.embeddings.weight = _array(model.target_embedding.embeddings)
     stacks = (
@@ -281,15 +296,6 @@ def ctranslate2_spec(model, tokens, add_source_eos=True):
         bias = _array(model.output_bias)
     bias[[config.pad_id, config.bos_id]] = FORBIDDEN_LOGIT
     spec.decoder.projection.bias = bias
-    spec.register_source_vocabulary(list(tokens))
-    spec.register_target_vocabulary(list(tokens))
-    try:
-        spec.validate()
-    except ValueError as error:  # a shape the installed CTranslate2 cannot hold
-        raise UserInputError(
-            f"CTranslate2 {ctranslate2.__version__} cannot hold this model: {error}"
-        ) from None
-    return spec
 
 
 def check_output_dir(output_dir, overwrite):
