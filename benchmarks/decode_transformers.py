@@ -25,6 +25,7 @@ transformers it prints one line and exits.
 """
 
 import argparse
+import functools
 import json
 import sys
 
@@ -153,7 +154,10 @@ def measure(runners, sources, repeats):
     measured = {}
     for label, run in runners.items():
         outputs = run(sources)
-        measured[label] = (best_seconds(lambda: run(sources), repeats=repeats, warmup=0), outputs)
+        measured[label] = (
+            best_seconds(functools.partial(run, sources), repeats=repeats, warmup=0),
+            outputs,
+        )
     return measured
 
 
