@@ -149,3 +149,36 @@ def test_the_cli_takes_verbose_anywhere_and_leaves_the_level_to_tensorflow():
     assert stdout.splitlines()[-1] == "0 None"
     stdout, _ = _run_python(["-c", program, "--verbose", *info], {"TF_CPP_MIN_LOG_LEVEL": "1"})
     assert stdout.splitlines()[-1] == "0 1"
+
+
+# Loads every subcommand's module as `keras-transformer COMMAND --help` does: none may import
+# TensorFlow (its start-up lines would stand above the help, and seconds of start-up with them).
+COMMAND_MODULES_PROGRAM = """
+import sys
+from keras_transformer.cli import COMMANDS, _load
+for name in COMMANDS:
+    _load(name)
+print(sorted(m for m in ("tensorflow", "keras", "jax", "torch") if m in sys.modules))
+"""
+
+# A command module that imports TensorFlow as it loads, under main's guard: the help stays clean.
+NOISY_MODULE_PROGRAM = """
+import sys
+from keras_transformer import cli
+from keras_transformer.cli.startup import dropping_startup_noise, quiet_tensorflow
+with dropping_startup_noise(quiet_tensorflow(sys.argv)):
+    import tensorflow as tf
+print(int(tf.reduce_sum(tf.constant([1, 2]))))
+"""
+
+
+def test_no_command_module_imports_a_framework_as_it_loads():
+    stdout, noise = _run_python(["-c", COMMAND_MODULES_PROGRAM], {})
+    assert stdout == "[]\n" and noise == []
+
+
+def test_the_guard_around_loading_a_command_drops_tensorflows_lines():
+    stdout, noise = _run_python(["-c", NOISY_MODULE_PROGRAM], {})
+    assert stdout == "3\n" and noise == []
+    stdout, noise = _run_python(["-c", NOISY_MODULE_PROGRAM, "--verbose"], {})
+    assert stdout == "3\n" and noise

@@ -13,6 +13,7 @@ import sys
 from keras_transformer.cli.startup import (
     VERBOSE_FLAG,
     VERBOSE_HELP,
+    dropping_startup_noise,
     import_tensorflow_quietly,
     quiet_tensorflow,
 )
@@ -116,7 +117,9 @@ def main(argv=None):
     verbose = quiet_tensorflow(argv)
     argv = [argument for argument in argv if argument != VERBOSE_FLAG]
     command = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(command if command in COMMANDS else None)
+    # A command module that imports TensorFlow as it loads speaks here, before run().
+    with dropping_startup_noise(verbose):
+        parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -2,7 +2,6 @@
 ours (text in, beam search in the graph, text out), or with `--format ctranslate2` a
 CTranslate2 model directory (docs/ctranslate2.md)."""
 
-from keras_transformer.decoding.precision import check_precision
 from keras_transformer.errors import UserInputError
 from keras_transformer.export.ctranslate2 import QUANTIZATIONS
 from keras_transformer.export.saved_model import (
@@ -221,7 +220,7 @@ def _run_ctranslate2(args):
 
 
 def run(args):
-    from keras_transformer.decoding.precision import with_precision
+    from keras_transformer.decoding.precision import check_precision, with_precision
     from keras_transformer.export import export_saved_model
     from keras_transformer.translation import load_model
 

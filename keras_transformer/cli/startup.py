@@ -19,6 +19,7 @@ Example:
     False
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -40,13 +41,14 @@ def quiet_tensorflow(argv, environ=None):
     return verbose
 
 
-def import_tensorflow_quietly(verbose=False):
-    """Imports TensorFlow with its start-up chatter (`STARTUP_NOISE`: the absl banner and C++
-    log lines) dropped from stderr; anything else written during the import (a Python warning,
-    an error) is written after it. Nothing to do with `verbose`, on another Keras backend, or
-    when TensorFlow is imported already or absent."""
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
-    if verbose or backend != "tensorflow" or "tensorflow" in sys.modules:
+@contextlib.contextmanager
+def dropping_startup_noise(verbose=False):
+    """Within the block, stderr loses TensorFlow's start-up chatter (`STARTUP_NOISE`: the absl
+    banner and C++ log lines, written by an import of TensorFlow that ignores
+    TF_CPP_MIN_LOG_LEVEL); anything else written (a Python warning, an error) is written after
+    the block. Nothing is dropped with `verbose`."""
+    if verbose:
+        yield
         return
     import tempfile
 
@@ -55,9 +57,7 @@ def import_tensorflow_quietly(verbose=False):
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
-        except ImportError:
-            pass  # the command that needs it reports it
+            yield
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -67,3 +67,16 @@ def import_tensorflow_quietly(verbose=False):
             sys.stderr.writelines(
                 line for line in text.splitlines(keepends=True) if not STARTUP_NOISE.match(line)
             )
+
+
+def import_tensorflow_quietly(verbose=False):
+    """Imports TensorFlow within `dropping_startup_noise`. Nothing to do with `verbose`, on
+    another Keras backend, or when TensorFlow is imported already or absent."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if verbose or backend != "tensorflow" or "tensorflow" in sys.modules:
+        return
+    with dropping_startup_noise():
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass  # the command that needs it reports it
