@@ -50,6 +50,8 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step")
     parser.add_argument("--vocab-size", type=int, default=4000, help="pieces per side")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--d-model", type=int, default=ARCHITECTURE["d_model"])
+    parser.add_argument("--layers", type=int, default=ARCHITECTURE["encoder_layers"])
     return parser.parse_args(argv)
 
 
@@ -68,6 +70,7 @@ def train_sentencepiece(path, sentences, vocab_size):
             vocab_size=vocab_size,
             model_type="unigram",
             character_coverage=1.0,
+            hard_vocab_limit=False,  # a small corpus may hold fewer pieces
             minloglevel=2,
         )
 
@@ -102,7 +105,15 @@ def write_vocabulary(folder, sources, targets, vocab_size):
     )
 
 
-def new_model(vocab_size, pad_id):
+def architecture(args):
+    """`ARCHITECTURE` at `--d-model` (4 heads, feed-forward 4 x d_model) and `--layers`."""
+    return dict(
+        ARCHITECTURE, d_model=args.d_model, encoder_ffn_dim=4 * args.d_model,
+        decoder_ffn_dim=4 * args.d_model, encoder_layers=args.layers, decoder_layers=args.layers,
+    )  # fmt: skip
+
+
+def new_model(vocab_size, pad_id, shape):
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
     special = dict(
@@ -110,7 +121,7 @@ def new_model(vocab_size, pad_id):
     )
     config = MarianConfig(
         vocab_size=vocab_size, decoder_vocab_size=vocab_size, forced_eos_token_id=0,
-        **special, **ARCHITECTURE,
+        **special, **shape,
     )  # fmt: skip
     model = MarianMTModel(config)
     # OPUS-MT's published generation settings, with a length that fits this model.
@@ -126,7 +137,7 @@ def train(model, tokenizer, sources, targets, args, log):
 
     generator = torch.Generator().manual_seed(args.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    warmup, d_model = 400, ARCHITECTURE["d_model"]
+    warmup, d_model = 400, args.d_model
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
     )
@@ -171,7 +182,8 @@ def main(argv=None):
     targets = read_lines(os.path.join(args.data_dir, "multi30k", "train.de.gz"))
     folder.mkdir(parents=True)
     tokenizer = write_vocabulary(folder, sources, targets, args.vocab_size)
-    model = new_model(len(tokenizer.encoder), tokenizer.pad_token_id)
+    shape = architecture(args)
+    model = new_model(len(tokenizer.encoder), tokenizer.pad_token_id, shape)
 
     def log(line):
         print(f"# {line} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
@@ -181,7 +193,7 @@ def main(argv=None):
     tokenizer.save_pretrained(folder)
     record = {
         "folder": str(folder),
-        **{k: ARCHITECTURE[k] for k in ("d_model", "encoder_layers", "encoder_ffn_dim")},
+        **{k: shape[k] for k in ("d_model", "encoder_layers", "encoder_ffn_dim")},
         "vocab_size": len(tokenizer.encoder),
         "steps": args.steps,
         "batch_size": args.batch_size,

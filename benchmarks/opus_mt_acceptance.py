@@ -148,17 +148,26 @@ def ctranslate2_shares(run, sources, translator, work):
     peer = ctranslate2.Translator(folder, inter_threads=1)
     shares = {}
     for label, alpha in (("alpha0", 0.0), ("published", translator.alpha)):
-        results = peer.translate_batch(
-            batch, beam_size=translator.beam_search.beam_size, length_penalty=alpha, min_decoding_length=0,
-            max_decoding_length=256,
-        )  # fmt: skip
-        theirs = [
-            vocabulary.decode_target([vocabulary.source_table[p] for p in r.hypotheses[0]])
-            for r in results
-        ]
         ours = type(translator).load(run, alpha=alpha).translate(texts)
+        theirs = [
+            vocabulary.decode_target([vocabulary.source_table[p] for p in hypothesis])
+            for hypothesis in _ctranslate2_best(peer, batch, translator, alpha)
+        ]
         shares[label] = sum(a == b for a, b in zip(theirs, ours)) / len(texts)
     return shares
+
+
+def _ctranslate2_best(peer, batch, translator, alpha):
+    """CTranslate2's best output tokens for each source, one at a time under our length cap
+    (the source with eos plus `max_extra_length`, at most the model's maximum length)."""
+    for tokens in batch:
+        cap = min(len(tokens) + 1 + translator.max_extra_length, translator.max_source_length)
+        result = peer.translate_batch(
+            [tokens], beam_size=translator.beam_search.beam_size, length_penalty=alpha,
+            min_decoding_length=0,  # CTranslate2's default, 1, forbids an empty output
+            max_decoding_length=cap,
+        )  # fmt: skip
+        yield result[0].hypotheses[0]
 
 
 def tuning_updates(run, paths, work):

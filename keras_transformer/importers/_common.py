@@ -9,10 +9,9 @@ import shutil
 import numpy as np
 
 from keras_transformer.errors import UserInputError
+from keras_transformer.runs.decoding import DECODING_FILE
 from keras_transformer.runs.layout import CONFIG_FILE, FINAL_MODEL_FILE
 
-# The published decoding defaults of an imported model, which its run's readers take.
-DECODING_FILE = "decoding.json"
 # The key of `ImportedModel.weights` for the logits bias (`Transformer.output_bias`).
 OUTPUT_BIAS = "output_bias"
 

@@ -18,6 +18,7 @@ import os
 
 from keras_transformer.errors import UserInputError
 
+# The decoding settings a run was published with (an imported model), which its readers take.
 DECODING_FILE = "decoding.json"
 # decoding.json key -> the search setting it sets (Translator / export argument).
 SETTINGS = {
