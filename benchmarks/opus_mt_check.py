@@ -121,14 +121,15 @@ def theirs(hf, source_ids, settings, cap):
 
 
 def check(args, run, folder):
-    import keras
     import torch
     from transformers import MarianMTModel, MarianTokenizer
+
+    from keras_transformer.runs import load_model
 
     settings = settings_of(run, args)
     if settings["length_penalty"] != "power" and settings["alpha"]:
         raise SystemExit("transformers' generate has only the power length penalty (or alpha 0)")
-    model = keras.saving.load_model(os.path.join(run, "model.keras"))
+    model, _ = load_model(run)
     hf = MarianMTModel.from_pretrained(folder, dtype=torch.float32).eval()
     hf.generation_config.forced_eos_token_id = None
     tokenizer = MarianTokenizer.from_pretrained(folder)

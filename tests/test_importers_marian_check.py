@@ -49,3 +49,19 @@ def test_a_differing_output_is_counted_and_shown(folder, sentences, capsys, monk
     record = run_check(capsys, folder, sentences, "--beam-size", 1, "-n", 1)
     assert (record["sentences"], record["identical"]) == (1, 0)
     assert [row["source"] for row in record["differing"]] == sentences.read_text().splitlines()[:1]
+
+
+def test_a_kept_run_is_checked_again_in_a_new_process(folder, sentences, tmp_path):
+    from benchmarks import common
+    from keras_transformer.importers import import_checkpoint
+
+    run = tmp_path / "run"
+    import_checkpoint("marian", str(folder), str(run), progress=lambda line: None)
+    # A fresh process finds the kept run and loads it without importing it again.
+    argv = ["--model", folder, "--sentences", sentences, "--max-extra-length", 4, "-n", 1,
+            "--beam-size", 1, "--output", run]  # fmt: skip
+    process = common.run_module("benchmarks.opus_mt_check", *argv, timeout=600)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert "# import:" not in process.stderr
+    record = json.loads(process.stdout.strip().splitlines()[-1])
+    assert (record["sentences"], record["identical"]) == (1, 1)
