@@ -109,9 +109,14 @@ def check_decoding_settings(
     """Raises `UserInputError` for the first setting outside its range (see the table above).
 
     Args:
-        beam_size, alpha, max_extra_length, num_hypotheses, top_p, batch_tokens,
-            length_penalty, batch_size: the settings; None skips one.
-            `num_hypotheses` is checked against `beam_size` when both are given.
+        beam_size: the beam width; each setting given as None is skipped.
+        alpha: the length penalty's exponent.
+        max_extra_length: output tokens beyond the source length.
+        num_hypotheses: the n-best size, checked against `beam_size` when both are given.
+        top_p: the nucleus sampling mass.
+        batch_tokens: the padded source tokens of an inference batch.
+        length_penalty: "gnmt" or "power".
+        batch_size: the most sentences of an inference batch.
         max_beam_size: the widest beam allowed (a SavedModel's compiled width), or None.
         labels: optional `{name: label}` to name inputs as the caller does (CLI flags).
 
