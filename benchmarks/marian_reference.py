@@ -75,12 +75,15 @@ def train_sentencepiece(path, sentences, vocab_size):
         )
 
 
-def marian_vocab(source_model, target_model):
-    """OPUS-MT's order: `</s>` 0, `<unk>` 1, the source pieces, the target pieces not in them
-    yet, `<pad>` last (SentencePiece's own control pieces left out)."""
+def marian_vocab(source_model, target_model, language_tokens=()):
+    """OPUS-MT's order: `</s>` 0, `<unk>` 1, the `language_tokens` (`>>deu<<`, ...), the source
+    pieces, the target pieces not in them yet, `<pad>` last (SentencePiece's own control pieces
+    left out)."""
     import sentencepiece
 
     vocab = {"</s>": 0, "<unk>": 1}
+    for token in language_tokens:
+        vocab[token] = len(vocab)
     for path in (source_model, target_model):
         processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
         for piece_id in range(processor.get_piece_size()):

@@ -148,7 +148,10 @@ def ctranslate2_shares(run, sources, translator, work):
     peer = ctranslate2.Translator(folder, inter_threads=1)
     shares = {}
     for label, alpha in (("alpha0", 0.0), ("published", translator.alpha)):
-        ours = type(translator).load(run, alpha=alpha).translate(texts)
+        searcher = (
+            translator if alpha == translator.alpha else type(translator).load(run, alpha=alpha)
+        )
+        ours = searcher.translate(texts)
         theirs = [
             vocabulary.decode_target([vocabulary.source_table[p] for p in hypothesis])
             for hypothesis in _ctranslate2_best(peer, batch, translator, alpha)

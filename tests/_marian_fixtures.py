@@ -81,23 +81,12 @@ def train_sentencepiece(path, sentences, vocab_size=40):
 
 
 def marian_vocab(source_model, target_model, language_tokens=(LANGUAGE_TOKEN,)):
-    """OPUS-MT's `vocab.json` mapping for two SentencePiece models: `</s>` 0, `<unk>` 1, the
-    language tokens, every piece of the source model then the target pieces not in it yet,
-    and `<pad>` last (SentencePiece's own control pieces left out)."""
-    import sentencepiece
+    """OPUS-MT's `vocab.json` mapping for two SentencePiece models, with the language tokens
+    (`benchmarks.marian_reference.marian_vocab`: `</s>` 0, `<unk>` 1, the language tokens, the
+    source pieces, the target pieces not in them yet, `<pad>` last)."""
+    from benchmarks.marian_reference import marian_vocab as opus_mt_vocab
 
-    vocab = {"</s>": 0, "<unk>": 1}
-    for token in language_tokens:
-        vocab[token] = len(vocab)
-    for path in (source_model, target_model):
-        processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
-        for piece_id in range(processor.get_piece_size()):
-            piece = processor.id_to_piece(piece_id)
-            if processor.is_control(piece_id) or processor.is_unknown(piece_id):
-                continue
-            vocab.setdefault(piece, len(vocab))
-    vocab["<pad>"] = len(vocab)
-    return vocab
+    return opus_mt_vocab(source_model, target_model, language_tokens)
 
 
 def tiny_marian_config(vocab_size, pad_id, activation="swish", **overrides):
