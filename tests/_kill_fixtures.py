@@ -31,9 +31,10 @@ import time
 import pytest
 
 from keras_transformer.runs.checkpoints import list_checkpoints
+from tests._graph_rewrites import CHILD_PRELUDE
 from tests._training_fixtures import PYTHON, REPO, subprocess_env
 
-RUNNER = textwrap.dedent("""
+RUNNER = CHILD_PRELUDE + textwrap.dedent("""
     import os, sys, time
     from tensorflow.python.checkpoint import checkpoint_management
 

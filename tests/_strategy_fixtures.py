@@ -10,7 +10,11 @@ the weights as training began.
 
 import socket
 
-STEP_LOSSES = """
+from tests._graph_rewrites import CHILD_PRELUDE
+
+STEP_LOSSES = (
+    CHILD_PRELUDE
+    + """
 import keras as _keras
 from keras_transformer.training.training_model import read_value as _read_value
 
@@ -29,6 +33,7 @@ class StepLosses(_keras.callbacks.Callback):
         self.mark = (loss, tokens)
         self.losses.append((loss - last_loss) / (tokens - last_tokens))
 """
+)
 
 
 def free_ports(count):

@@ -14,6 +14,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 
+from tests import _graph_rewrites  # noqa: E402
+
+# Grappler off in the test processes (tests/_graph_rewrites.py says why and what keeps it).
+if keras.backend.backend() == "tensorflow":
+    _graph_rewrites.turn_off()
+
 
 def _fail_on_skip():
     return os.environ.get("KT_FAIL_ON_SKIP") == "1"

@@ -17,6 +17,7 @@ tf = pytest.importorskip("tensorflow")
 from keras_transformer.data import pipeline as data_pipeline  # noqa: E402
 from keras_transformer.data.corpora import TextPairCorpus  # noqa: E402
 from keras_transformer.errors import UserInputError  # noqa: E402
+from tests._graph_rewrites import CHILD_PRELUDE  # noqa: E402
 from tests.data_fixtures import (  # noqa: E402
     multi30k_paths,
     multi30k_vocabulary,
@@ -245,7 +246,7 @@ def test_settings_errors(tmp_path):
         data_pipeline.TranslationPipeline(_multi30k("val"), str(tmp_path / "no.model"))
 
 
-_MIRRORED_SCRIPT = textwrap.dedent("""
+_MIRRORED_SCRIPT = CHILD_PRELUDE + textwrap.dedent("""
     import json, os, sys
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.optimizers import FusedAdam
+from tests._graph_rewrites import CHILD_PRELUDE
 from tests._training_fixtures import run_python
 from tests.test_backends import run_without_tensorflow
 
@@ -193,7 +194,7 @@ def test_serializes_with_the_noam_schedule():
     }
 
 
-MIRRORED = textwrap.dedent("""
+MIRRORED = CHILD_PRELUDE + textwrap.dedent("""
     from keras_transformer.training import make_strategy
     strategy = make_strategy("mirrored", num_devices=2)  # before any other TensorFlow op
     import keras, numpy as np, tensorflow as tf

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from tests._graph_rewrites import CHILD_PRELUDE
 from tests._training_fixtures import (
     PYTHON,
     REPO,
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.timeout(420)
 # TensorFlow op has run (as tests/_kill_fixtures.py does): the first trains, the next two
 # kill themselves after keeping the file they name, the last finishes. After each start it
 # prints the run files it finds, as one JSON line.
-STARTS = textwrap.dedent("""
+STARTS = CHILD_PRELUDE + textwrap.dedent("""
     import glob, json, os, signal, sys
     from keras_transformer.training import run_files, trainer
 

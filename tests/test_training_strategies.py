@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests._graph_rewrites import CHILD_PRELUDE
 from tests._strategy_fixtures import STEP_LOSSES, free_ports
 from tests._training_fixtures import (
     PYTHON,
@@ -23,7 +24,7 @@ from tests._training_fixtures import (
     write_reverse_corpus,
 )
 
-MIRRORED_SCRIPT = textwrap.dedent("""
+MIRRORED_SCRIPT = CHILD_PRELUDE + textwrap.dedent("""
     import json, sys
     from keras_transformer.training import make_strategy
     mirrored = make_strategy("mirrored", num_devices=2)  # before any other TensorFlow op
