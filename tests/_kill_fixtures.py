@@ -31,7 +31,7 @@ import time
 import pytest
 
 from keras_transformer.runs.checkpoints import list_checkpoints
-from tests._graph_rewrites import CHILD_PRELUDE
+from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import PYTHON, REPO, subprocess_env
 
 RUNNER = CHILD_PRELUDE + textwrap.dedent("""

@@ -15,6 +15,7 @@ import pathlib
 import subprocess
 import sys
 
+from tests import _tensorflow_settings
 from tests._shared_builds import build_once
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -82,7 +83,7 @@ def _environment():
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["MPLBACKEND"] = "Agg"
     env.pop("TF_CONFIG", None)
-    return env
+    return _tensorflow_settings.user_environment(env)
 
 
 def _write(folder):

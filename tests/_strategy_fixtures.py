@@ -10,7 +10,7 @@ the weights as training began.
 
 import socket
 
-from tests._graph_rewrites import CHILD_PRELUDE
+from tests._tensorflow_settings import CHILD_PRELUDE
 
 STEP_LOSSES = (
     CHILD_PRELUDE

@@ -12,13 +12,16 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from tests import _tensorflow_settings  # noqa: E402
+
+# oneDNN's kernels and Grappler off in the test processes (tests/_tensorflow_settings.py says
+# why, and what keeps TensorFlow's defaults); oneDNN's before TensorFlow loads.
+_tensorflow_settings.for_test_process()
+
 import keras  # noqa: E402
 
-from tests import _graph_rewrites  # noqa: E402
-
-# Grappler off in the test processes (tests/_graph_rewrites.py says why and what keeps it).
 if keras.backend.backend() == "tensorflow":
-    _graph_rewrites.turn_off()
+    _tensorflow_settings.turn_off()
 
 
 def _fail_on_skip():

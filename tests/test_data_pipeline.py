@@ -17,7 +17,7 @@ tf = pytest.importorskip("tensorflow")
 from keras_transformer.data import pipeline as data_pipeline  # noqa: E402
 from keras_transformer.data.corpora import TextPairCorpus  # noqa: E402
 from keras_transformer.errors import UserInputError  # noqa: E402
-from tests._graph_rewrites import CHILD_PRELUDE  # noqa: E402
+from tests._tensorflow_settings import CHILD_PRELUDE  # noqa: E402
 from tests.data_fixtures import (  # noqa: E402
     multi30k_paths,
     multi30k_vocabulary,

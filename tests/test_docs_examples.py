@@ -32,6 +32,8 @@ import textwrap
 
 import pytest
 
+from tests import _tensorflow_settings
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGE_TIMEOUT_SECONDS = 420
 
@@ -252,8 +254,8 @@ def run_blocks(blocks, workdir, env, timeout=PAGE_TIMEOUT_SECONDS):
 
 
 def example_env(extra_path=()):
-    """The environment of a page's process: quiet TensorFlow, the package importable and its
-    CLI on PATH (the interpreter's own bin folder)."""
+    """The environment of a page's process: quiet TensorFlow (its kernels as users have them),
+    the package importable and its CLI on PATH (the interpreter's own bin folder)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["PATH"] = os.pathsep.join(
@@ -263,7 +265,7 @@ def example_env(extra_path=()):
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["MPLBACKEND"] = "Agg"
     env.pop("TF_CONFIG", None)
-    return env
+    return _tensorflow_settings.user_environment(env)
 
 
 def cli_shim(directory):

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.optimizers import FusedAdam
-from tests._graph_rewrites import CHILD_PRELUDE
+from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import run_python
 from tests.test_backends import run_without_tensorflow
 

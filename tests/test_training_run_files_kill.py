@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from tests._graph_rewrites import CHILD_PRELUDE
+from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import (
     PYTHON,
     REPO,

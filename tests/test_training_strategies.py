@@ -13,8 +13,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests._graph_rewrites import CHILD_PRELUDE
 from tests._strategy_fixtures import STEP_LOSSES, free_ports
+from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import (
     PYTHON,
     REPO,

@@ -1,0 +1,38 @@
+"""tests/_tensorflow_settings.py: Grappler and oneDNN's kernels are off in the test processes
+unless KT_TEST_TF_DEFAULTS=1, the training scripts that tests start begin with the line that
+turns Grappler off there too, and what users run gets TensorFlow's defaults back."""
+
+import os
+
+import keras
+import pytest
+
+from tests import _kill_fixtures, _strategy_fixtures, _tensorflow_settings
+from tests._quickstart_fixtures import _environment as quickstart_environment
+from tests.test_docs_examples import example_env
+
+DEFAULTS = os.environ.get("KT_TEST_TF_DEFAULTS") == "1"
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="Grappler is TensorFlow's")
+def test_grappler_and_onednn_are_off_in_this_process_unless_asked():
+    import tensorflow as tf
+
+    off = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    assert off == (not DEFAULTS)
+    if not DEFAULTS and _tensorflow_settings._USER_ONEDNN is None:
+        assert os.environ[_tensorflow_settings.ONEDNN] == "0"
+
+
+def test_the_child_scripts_begin_with_the_prelude():
+    for script in (_kill_fixtures.RUNNER, _strategy_fixtures.STEP_LOSSES):
+        assert script.startswith(_tensorflow_settings.CHILD_PRELUDE)
+    namespace = {}
+    exec(compile(_tensorflow_settings.CHILD_PRELUDE, "<prelude>", "exec"), namespace)
+    assert namespace["tests"]._tensorflow_settings.turn_off is _tensorflow_settings.turn_off
+
+
+def test_the_quickstart_and_the_pages_run_with_the_users_kernels():
+    user = _tensorflow_settings._USER_ONEDNN
+    for env in (quickstart_environment(), example_env()):
+        assert env.get(_tensorflow_settings.ONEDNN) == user
