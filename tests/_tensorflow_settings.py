@@ -2,7 +2,7 @@
 kernels off, in the test processes and in the scripts that tests start to compare with them.
 
 Grappler takes seconds per traced search or training step, and oneDNN's kernels cost more
-than Eigen's on the tiny models of the tests (together about a third of the suite's time);
+than Eigen's on the tiny models of the tests (together about a quarter of the suite's time);
 both change results only by rounding. A run in a child process compared bitwise with one in
 the test process must round alike, so the training scripts the tests start (kill launchers,
 strategy workers) begin with `CHILD_PRELUDE`, and children inherit the oneDNN setting with the
