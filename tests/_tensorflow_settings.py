@@ -18,7 +18,7 @@ ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 _USER_ONEDNN = os.environ.get(ONEDNN)
 
 # The first line of a test's child script.
-CHILD_PRELUDE = "import tests._tensorflow_settings; tests._tensorflow_settings.turn_off()\n"
+CHILD_PRELUDE = "from tests._tensorflow_settings import turn_off_grappler; turn_off_grappler()\n"
 
 
 def keeps_defaults():
@@ -31,7 +31,7 @@ def for_test_process():
         os.environ.setdefault(ONEDNN, "0")
 
 
-def turn_off():
+def turn_off_grappler():
     """Turns Grappler off in this process (before or after TensorFlow's runtime starts: it
     applies to the functions traced from then on), unless KT_TEST_TF_DEFAULTS=1."""
     if keeps_defaults():

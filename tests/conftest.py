@@ -21,7 +21,7 @@ _tensorflow_settings.for_test_process()
 import keras  # noqa: E402
 
 if keras.backend.backend() == "tensorflow":
-    _tensorflow_settings.turn_off()
+    _tensorflow_settings.turn_off_grappler()
 
 
 def _fail_on_skip():

@@ -29,7 +29,7 @@ def test_the_child_scripts_begin_with_the_prelude():
         assert script.startswith(_tensorflow_settings.CHILD_PRELUDE)
     namespace = {}
     exec(compile(_tensorflow_settings.CHILD_PRELUDE, "<prelude>", "exec"), namespace)
-    assert namespace["tests"]._tensorflow_settings.turn_off is _tensorflow_settings.turn_off
+    assert namespace["turn_off_grappler"] is _tensorflow_settings.turn_off_grappler
 
 
 def test_the_quickstart_and_the_pages_run_with_the_users_kernels():
