@@ -10,15 +10,12 @@ read that one (tests/_shared_builds.py).
 """
 
 import dataclasses
-import os
 import pathlib
 import subprocess
 import sys
 
-from tests import _tensorflow_settings
 from tests._shared_builds import build_once
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from tests._training_fixtures import REPO, subprocess_env
 
 # configs/quickstart.yaml made tiny: 1 layer, d_model 32 (the paper's proportions kept:
 # d_ff 2 * d_model here only for speed), two checkpoints averaged.
@@ -76,16 +73,6 @@ def command(run, exports):
     ]
 
 
-def _environment():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("KERAS_BACKEND", "tensorflow")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env["MPLBACKEND"] = "Agg"
-    env.pop("TF_CONFIG", None)
-    return _tensorflow_settings.user_environment(env)
-
-
 def _write(folder):
     result = subprocess.run(
         command(folder / "runs" / "quickstart", folder / "saved_models"),
@@ -93,7 +80,7 @@ def _write(folder):
         text=True,
         timeout=900,
         cwd=folder,
-        env=_environment(),
+        env=subprocess_env(users_kernels=True),
     )
     (folder / "stdout.txt").write_text(result.stdout)
     (folder / "stderr.txt").write_text(result.stderr)

@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 
+from tests import _tensorflow_settings
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
@@ -95,13 +97,28 @@ def write_config(path, config):
     return str(path)
 
 
-def subprocess_env(**extra):
-    """Environment for child Python processes: the repo importable, quiet TensorFlow."""
+def subprocess_env(*, users_kernels=False, path_first=(), **extra):
+    """Environment for child Python processes: the repo importable, quiet TensorFlow, no
+    TF_CONFIG (a worker sets its own), matplotlib without a display; `extra` on top.
+
+    Args:
+        users_kernels: TensorFlow's kernel choice as the user had it (the quickstart, the
+            documented pages), not the test processes' (tests/_tensorflow_settings.py).
+        path_first: folders put first on PATH, before this interpreter's own bin folder
+            (the `keras-transformer` command of the pages).
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    if path_first:
+        env["PATH"] = os.pathsep.join(
+            [*path_first, str(pathlib.Path(PYTHON).parent), env.get("PATH", "")]
+        )
     env.setdefault("KERAS_BACKEND", "tensorflow")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["MPLBACKEND"] = "Agg"
     env.pop("TF_CONFIG", None)
+    if users_kernels:
+        env = _tensorflow_settings.user_environment(env)
     env.update(extra)
     return env
 

@@ -22,7 +22,6 @@ so that the pages spread over the workers.
 
 import dataclasses
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -32,9 +31,8 @@ import textwrap
 
 import pytest
 
-from tests import _tensorflow_settings
+from tests._training_fixtures import REPO, subprocess_env
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGE_TIMEOUT_SECONDS = 420
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
@@ -253,19 +251,10 @@ def run_blocks(blocks, workdir, env, timeout=PAGE_TIMEOUT_SECONDS):
     return f"the documented example at {headline}\n{output}"
 
 
-def example_env(extra_path=()):
-    """The environment of a page's process: quiet TensorFlow (its kernels as users have them),
-    the package importable and its CLI on PATH (the interpreter's own bin folder)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PATH"] = os.pathsep.join(
-        [*extra_path, str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]
-    )
-    env.setdefault("KERAS_BACKEND", "tensorflow")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env["MPLBACKEND"] = "Agg"
-    env.pop("TF_CONFIG", None)
-    return _tensorflow_settings.user_environment(env)
+def page_environment(shim_folder):
+    """The environment of a page's process: TensorFlow's kernels as users have them, the
+    package importable, and its `keras-transformer` command first on PATH (`cli_shim`)."""
+    return subprocess_env(users_kernels=True, path_first=[str(cli_shim(shim_folder))])
 
 
 def cli_shim(directory):
@@ -303,7 +292,7 @@ def test_documented_examples_run(page, request, tmp_path, data_dir):
     if any("runs/quickstart" in block.code for block in runnable):
         run = request.getfixturevalue("quickstart_run").run
     workdir = page_workdir(tmp_path / "work", run)
-    env = example_env(extra_path=[str(cli_shim(tmp_path / "bin"))])
+    env = page_environment(tmp_path / "bin")
     env["KT_DATA_DIR"] = str(data_dir)
     failure = run_blocks(runnable, workdir, env)
     assert failure is None, failure
@@ -384,7 +373,7 @@ def test_a_broken_example_names_its_page_line_and_error(tmp_path):
         )
         if b.action == "python"
     ]
-    failure = run_blocks(blocks, tmp_path, example_env(), timeout=60)
+    failure = run_blocks(blocks, tmp_path, page_environment(tmp_path / "bin"), timeout=60)
     assert failure is not None
     assert "docs/broken.md line 6: ZeroDivisionError" in failure
     assert 'broken.md", line 7' in failure  # the traceback counts the page's lines
@@ -395,9 +384,9 @@ def test_a_failing_bash_example_fails_and_a_passing_page_passes(tmp_path):
         "<!-- example: run -->\n```bash\ntouch made.txt\n```\n\n```python\nopen('made.txt')\n```\n"
     )
     blocks = [b for b in parse_blocks(page, "docs/ok.md") if b.action != "show"]
-    assert run_blocks(blocks, tmp_path, example_env(), timeout=60) is None
+    assert run_blocks(blocks, tmp_path, page_environment(tmp_path / "bin"), timeout=60) is None
     bad = parse_blocks("<!-- example: run -->\n```bash\nfalse\n```\n", "docs/bad.md")
-    failure = run_blocks(bad, tmp_path, example_env(), timeout=60)
+    failure = run_blocks(bad, tmp_path, page_environment(tmp_path / "bin"), timeout=60)
     assert "docs/bad.md line 3: exit status 1" in failure
 
 
@@ -409,8 +398,8 @@ def test_printed_output_is_compared_with_the_page(tmp_path):
     )
     shown = parse_blocks(page.format(shown="three"), "docs/shown.md")
     assert [b.action for b in shown] == ["python", "output", "bash", "output"]
-    assert run_blocks(shown, tmp_path, example_env(), timeout=60) is None
+    assert run_blocks(shown, tmp_path, page_environment(tmp_path / "bin"), timeout=60) is None
     wrong = parse_blocks(page.format(shown="four"), "docs/shown.md")
-    failure = run_blocks(wrong, tmp_path, example_env(), timeout=60)
+    failure = run_blocks(wrong, tmp_path, page_environment(tmp_path / "bin"), timeout=60)
     assert "at docs/shown.md line 19: the examples before it printed" in failure
     assert "printed\nthree\n\nbut the page shows\nfour" in failure

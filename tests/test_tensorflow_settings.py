@@ -3,13 +3,13 @@ unless KT_TEST_TF_DEFAULTS=1, the training scripts that tests start begin with t
 turns Grappler off there too, and what users run gets TensorFlow's defaults back."""
 
 import os
+import subprocess
 
 import keras
 import pytest
 
-from tests import _kill_fixtures, _strategy_fixtures, _tensorflow_settings
-from tests._quickstart_fixtures import _environment as quickstart_environment
-from tests.test_docs_examples import example_env
+from tests import _kill_fixtures, _quickstart_fixtures, _strategy_fixtures, _tensorflow_settings
+from tests.test_docs_examples import page_environment
 
 DEFAULTS = os.environ.get("KT_TEST_TF_DEFAULTS") == "1"
 
@@ -32,7 +32,16 @@ def test_the_child_scripts_begin_with_the_prelude():
     assert namespace["turn_off_grappler"] is _tensorflow_settings.turn_off_grappler
 
 
-def test_the_quickstart_and_the_pages_run_with_the_users_kernels():
+def test_the_quickstart_and_the_pages_run_with_the_users_kernels(tmp_path, monkeypatch):
     user = _tensorflow_settings._USER_ONEDNN
-    for env in (quickstart_environment(), example_env()):
-        assert env.get(_tensorflow_settings.ONEDNN) == user
+    assert page_environment(tmp_path / "bin").get(_tensorflow_settings.ONEDNN) == user
+    # The quickstart's process, as the shared build starts it.
+    started = []
+
+    def run(command, **kwargs):
+        started.append(kwargs["env"])
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    _quickstart_fixtures._write(tmp_path)
+    assert [env.get(_tensorflow_settings.ONEDNN) for env in started] == [user]
