@@ -52,12 +52,7 @@ from keras_transformer.decoding import (
     is_hypothesis,
     sample,
 )
-from keras_transformer.decoding.batches import (
-    padded_rows,
-    padded_width,
-    sentence_batches,
-    token_batches,
-)
+from keras_transformer.decoding.batches import BatchPlan
 from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.precision import check_precision, with_precision
@@ -249,6 +244,9 @@ class Translator:
         self.batch_tokens = batch_tokens
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
+        self.batches = BatchPlan(
+            batch_size, batch_tokens, LENGTH_MULTIPLE, self.max_source_length, self.decoder.pad_id
+        )
         self._compile_enabled = compile
         self._jit_compile = jit_compile
         self._compiled = self._compile_search(self.decoder)
@@ -334,36 +332,6 @@ class Translator:
             encoded.append(ids + [self.decoder.eos_id])
         return encoded
 
-    def _batches(self, encoded):
-        """Indices of the non-empty inputs, grouped by length (longest first): `batch_size`
-        at a time, or under the `batch_tokens` budget."""
-        return self._group([None if ids is None else len(ids) for ids in encoded])
-
-    def _group(self, lengths):
-        if self.batch_tokens is None:
-            return sentence_batches(lengths, self.batch_size)
-        return token_batches(
-            lengths, self.batch_tokens, self.batch_size, LENGTH_MULTIPLE, self.max_source_length
-        )
-
-    def _rows(self, indices, lengths):
-        """The rows to search for a batch: with a token budget, `indices` padded to a bucketed
-        row count (`padded_rows`), so that a compiled search sees a few batch shapes only."""
-        if self.batch_tokens is None:
-            return indices
-        longest = max(lengths[i] for i in indices)
-        width = padded_width(longest, LENGTH_MULTIPLE, self.max_source_length)
-        return padded_rows(indices, width, self.batch_tokens, self.batch_size)
-
-    def _source_batch(self, encoded, indices):
-        """`[len(indices), width]` ids padded with pad, width bucketed (`padded_width`)."""
-        longest = max(len(encoded[i]) for i in indices)
-        width = padded_width(longest, LENGTH_MULTIPLE, self.max_source_length)
-        batch = np.full((len(indices), width), self.decoder.pad_id, "int32")
-        for row, i in enumerate(indices):
-            batch[row, : len(encoded[i])] = encoded[i]
-        return batch
-
     def _encode_prefixes(self, target_prefix, encoded, single):
         """Target token ids per text (an empty list for no prefix), or None when no text has
         a prefix. A prefix that cannot fit its text's output cap is an error."""
@@ -410,7 +378,7 @@ class Translator:
         model's `max_length`), or None when no row has a prefix."""
         if prefixes is None or not any(prefixes[i] for i in indices):
             return None
-        return self._source_batch(prefixes, indices)
+        return self.batches.block(prefixes, indices)
 
     # -- search ----------------------------------------------------------------------------
 
@@ -544,10 +512,10 @@ class Translator:
         outputs = [[("", 0.0)] for _ in encoded]
         source_lengths = [None if ids is None else len(ids) for ids in encoded]
         output_ids = {}  # input index -> ids of its hypotheses, for the alignments
-        for indices in self._batches(encoded):
-            rows = self._rows(indices, source_lengths)
+        for indices in self.batches.groups(source_lengths):
+            rows = self.batches.rows(indices, source_lengths)
             ids, lengths, _, scores = self.translate_ids(
-                self._source_batch(encoded, rows), self._prefix_batch(prefixes, rows)
+                self.batches.block(encoded, rows), self._prefix_batch(prefixes, rows)
             )
             for row, i in enumerate(indices):
                 outputs[i] = [
@@ -650,10 +618,10 @@ class Translator:
             self._compiled_score = compile_search(self._score, self.decoder, self._compile_enabled)
         scores = np.zeros(len(encoded), "float64")
         longest = [max(len(a), len(b)) for a, b in zip(encoded, labels)]
-        for indices in self._group(longest):
-            rows = self._rows(indices, longest)
+        for indices in self.batches.groups(longest):
+            rows = self.batches.rows(indices, longest)
             total, count = self._compiled_score(
-                self._source_batch(encoded, rows), self._source_batch(labels, rows)
+                self.batches.block(encoded, rows), self.batches.block(labels, rows)
             )
             total = keras.ops.convert_to_numpy(total)[: len(indices)]
             count = keras.ops.convert_to_numpy(count)[: len(indices)]

@@ -9,6 +9,7 @@ import pytest
 from keras_transformer.cli import main
 from keras_transformer.data.vocabulary import SubwordVocabulary
 from keras_transformer.decoding.batches import (
+    BatchPlan,
     full_rows,
     padded_rows,
     padded_width,
@@ -18,7 +19,7 @@ from keras_transformer.decoding.batches import (
 from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import LENGTH_MULTIPLE, Translator, translate
-from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder, tiny_model
+from tests._decoding_fixtures import SENTENCES, source_lengths, tiny_copy_run_folder, tiny_model
 from tests.test_translation import CopyDecoder
 
 
@@ -99,6 +100,32 @@ def test_padded_rows_repeat_the_last_sentence_up_to_a_power_of_two():
     assert padded_rows([3], width=100, batch_tokens=64) == [3]
 
 
+def test_batch_plan_groups_pads_rows_and_fills_the_block():
+    # The docstring's example: budget 12, widths as they are.
+    plan = BatchPlan(batch_size=32, batch_tokens=12, pad_id=0)
+    assert plan.groups([3, 9, 5, 2]) == [[1], [2, 0], [3]]
+    np.testing.assert_array_equal(
+        plan.block([[5, 6], [7]], plan.rows([0, 1], [2, 1])), [[5, 6], [7, 0]]
+    )
+    # Widths in buckets of 4 (at most the model's 10), three rows padded to four under 64.
+    plan = BatchPlan(batch_size=8, batch_tokens=64, length_multiple=4, max_length=10, pad_id=1)
+    sequences = [[9] * 5, [8] * 3, [7] * 2]
+    rows = plan.rows([0, 1, 2], [len(s) for s in sequences])
+    assert rows == [0, 1, 2, 2]  # width 8: 8 rows fit, the next power of two is 4
+    expected = np.ones((4, 8), "int32")
+    for row, i in enumerate(rows):
+        expected[row, : len(sequences[i])] = sequences[i]
+    block = plan.block(sequences, rows)
+    assert block.dtype == np.int32
+    np.testing.assert_array_equal(block, expected)
+    # Counted in sentences: groups of batch_size, longest first, no padded rows; empty
+    # inputs (None) in none.
+    plan = BatchPlan(batch_size=2, pad_id=0)
+    assert plan.groups([1, None, 4, 2]) == [[2, 3], [0]]
+    assert plan.rows([2, 3], [1, None, 4, 2]) == [2, 3]
+    np.testing.assert_array_equal(plan.block([[1], [2, 3, 4, 5, 6]], [1]), [[2, 3, 4, 5, 6]])
+
+
 # -- the Translator -----------------------------------------------------------------------------
 
 
@@ -116,7 +143,7 @@ def test_output_is_in_input_order(vocabulary_path):
     )
     assert translator.translate(texts) == texts
     encoded = translator._encode(texts)
-    batches = translator._batches(encoded)
+    batches = translator.batches.groups(source_lengths(encoded))
     assert len(batches) > 2  # the budget really splits the input
     for batch in batches:
         width = padded_width(max(len(encoded[i]) for i in batch), LENGTH_MULTIPLE, 64)
@@ -135,8 +162,8 @@ def test_token_batches_translate_as_sentence_batches(vocabulary_path):
     by_sentences = Translator(model, vocabulary_path, batch_size=3, **settings)
     by_tokens = Translator(model, vocabulary_path, batch_tokens=32, **settings)
     encoded = by_tokens._encode(texts)
-    assert by_sentences._batches(encoded) == [[1, 4, 0], [2, 3, 5], [6, 7]]
-    assert by_tokens._batches(encoded) == [[1, 4], [0, 2, 3, 5], [6, 7]]
+    assert by_sentences.batches.groups(source_lengths(encoded)) == [[1, 4, 0], [2, 3, 5], [6, 7]]
+    assert by_tokens.batches.groups(source_lengths(encoded)) == [[1, 4], [0, 2, 3, 5], [6, 7]]
     expected, got = by_sentences.translate(texts), by_tokens.translate(texts)
     for hypotheses, reference in zip(got, expected):
         assert [text for text, _ in hypotheses] == [text for text, _ in reference]

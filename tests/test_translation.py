@@ -16,7 +16,14 @@ from keras_transformer.translation import (
     find_model_files,
     translate,
 )
-from tests._decoding_fixtures import EOS, PAD, SENTENCES, tiny_model, train_char_vocabulary
+from tests._decoding_fixtures import (
+    EOS,
+    PAD,
+    SENTENCES,
+    source_lengths,
+    tiny_model,
+    train_char_vocabulary,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +58,7 @@ def test_output_order_equals_input_order_for_shuffled_lengths(vocabulary_path):
     translator = Translator(CopyDecoder(vocabulary.size), vocabulary_path, batch_size=3)
     assert translator.translate(texts) == texts
     # Batches really are grouped by length: every batch is a run of the length-sorted order.
-    batches = translator._batches(translator._encode(texts))
+    batches = translator.batches.groups(source_lengths(translator._encode(texts)))
     lengths = [len(vocabulary.encode(texts[i])) for batch in batches for i in batch]
     assert lengths == sorted(lengths, reverse=True) and len(batches) == 3
 

@@ -18,10 +18,15 @@ A token budget gives batches of many sizes, and a compiled search is traced once
 shape: `padded_rows` rounds a batch's row count up to a power of two (at most the full size
 of its width, so never over the budget), which bounds the shapes to a few per width.
 
+`BatchPlan` puts these together for a `Translator`: the groups of a call, the rows searched
+for each and their padded block of ids.
+
 Example:
 >>> token_batches([3, 9, 5, 2], batch_tokens=12)
 [[1], [2, 0], [3]]
 """
+
+import numpy as np
 
 from keras_transformer.decoding.settings import check_decoding_settings
 
@@ -95,3 +100,60 @@ def padded_rows(indices, width, batch_tokens, batch_size=None):
     count = len(indices)
     rows = min(1 << (count - 1).bit_length(), full_rows(width, batch_tokens, batch_size))
     return list(indices) + [indices[-1]] * max(rows - count, 0)
+
+
+class BatchPlan:
+    """How a `Translator` cuts one call's inputs into the batches of its compiled search:
+    which sentences go together (`groups`), the rows searched for a group (`rows`: under a
+    token budget, padded to a few row counts) and their block of ids (`block`).
+
+    Args:
+        batch_size: sentences per batch (with `batch_tokens`, at most this many).
+        batch_tokens: the padded-token budget of a batch, or None to count sentences.
+        length_multiple: block widths are rounded up to a multiple of it (fewer shapes).
+        max_length: the model's positions: no block is wider.
+        pad_id: the id that pads a block.
+
+    Example:
+    >>> plan = BatchPlan(batch_size=32, batch_tokens=12, pad_id=0)
+    >>> plan.groups([3, 9, 5, 2])
+    [[1], [2, 0], [3]]
+    >>> plan.block([[5, 6], [7]], plan.rows([0, 1], [2, 1])).tolist()
+    [[5, 6], [7, 0]]
+    """
+
+    def __init__(self, batch_size, batch_tokens=None, length_multiple=1, max_length=None, pad_id=0):
+        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
+        self.length_multiple = length_multiple
+        self.max_length = max_length
+        self.pad_id = pad_id
+
+    def groups(self, lengths):
+        """Indices of the sentences of `lengths` (None: an empty input, in no group), grouped
+        longest first: `batch_size` at a time, or under the `batch_tokens` budget."""
+        if self.batch_tokens is None:
+            return sentence_batches(lengths, self.batch_size)
+        return token_batches(
+            lengths, self.batch_tokens, self.batch_size, self.length_multiple, self.max_length
+        )
+
+    def _width(self, longest):
+        return padded_width(longest, self.length_multiple, self.max_length)
+
+    def rows(self, indices, lengths):
+        """The rows to search for the group `indices`: with a token budget, padded to a
+        bucketed row count (`padded_rows`), so that a compiled search sees few batch shapes."""
+        if self.batch_tokens is None:
+            return indices
+        width = self._width(max(lengths[i] for i in indices))
+        return padded_rows(indices, width, self.batch_tokens, self.batch_size)
+
+    def block(self, sequences, rows):
+        """`[len(rows), width]` int32 ids of `sequences[i]` for i in `rows`, padded with
+        `pad_id` to the bucketed width (`padded_width`) of the longest."""
+        width = self._width(max(len(sequences[i]) for i in rows))
+        block = np.full((len(rows), width), self.pad_id, "int32")
+        for row, i in enumerate(rows):
+            block[row, : len(sequences[i])] = sequences[i]
+        return block
