@@ -52,7 +52,7 @@ from keras_transformer.decoding import (
     is_hypothesis,
     sample,
 )
-from keras_transformer.decoding.batches import BatchPlan
+from keras_transformer.decoding.batches import BatchPlan, sequence_lengths
 from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.decoding.length_penalty import max_output_lengths
 from keras_transformer.decoding.precision import check_precision, with_precision
@@ -240,8 +240,6 @@ class Translator:
         self.alpha = alpha
         self.top_k, self.temperature, self.top_p = top_k, temperature, top_p
         self._rng = np.random.default_rng(seed)
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
         self.on_too_long = on_too_long
         self.max_source_length = self.decoder.max_length
         self.batches = BatchPlan(
@@ -251,6 +249,23 @@ class Translator:
         self._jit_compile = jit_compile
         self._compiled = self._compile_search(self.decoder)
         self._compiled_score = None  # compiled on the first `score` call
+
+    # The batch settings live in the plan alone; setting them here changes the next call.
+    @property
+    def batch_size(self):
+        return self.batches.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        self.batches.batch_size = value
+
+    @property
+    def batch_tokens(self):
+        return self.batches.batch_tokens
+
+    @batch_tokens.setter
+    def batch_tokens(self, value):
+        self.batches.batch_tokens = value
 
     @classmethod
     def load(cls, path, vocabulary=None, average_last=None, precision="float32", **options):
@@ -510,7 +525,7 @@ class Translator:
         encoded = self._encode(texts)
         prefixes = self._encode_prefixes(target_prefix, encoded, single)
         outputs = [[("", 0.0)] for _ in encoded]
-        source_lengths = [None if ids is None else len(ids) for ids in encoded]
+        source_lengths = sequence_lengths(encoded)
         output_ids = {}  # input index -> ids of its hypotheses, for the alignments
         for indices in self.batches.groups(source_lengths):
             rows = self.batches.rows(indices, source_lengths)

@@ -174,8 +174,3 @@ def tiny_copy_run_folder(tmp_path_factory):
     vocabulary = train_char_vocabulary(folder)
     model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
     return tiny_run_folder(folder / "run", vocabulary, model)
-
-
-def source_lengths(encoded):
-    """The lengths a `Translator` groups its encoded inputs by (None: an empty input)."""
-    return [None if ids is None else len(ids) for ids in encoded]

@@ -14,12 +14,13 @@ from keras_transformer.decoding.batches import (
     padded_rows,
     padded_width,
     sentence_batches,
+    sequence_lengths,
     token_batches,
 )
 from keras_transformer.decoding.compiled import compile_search
 from keras_transformer.errors import UserInputError
 from keras_transformer.translation import LENGTH_MULTIPLE, Translator, translate
-from tests._decoding_fixtures import SENTENCES, source_lengths, tiny_copy_run_folder, tiny_model
+from tests._decoding_fixtures import SENTENCES, tiny_copy_run_folder, tiny_model
 from tests.test_translation import CopyDecoder
 
 
@@ -143,11 +144,34 @@ def test_output_is_in_input_order(vocabulary_path):
     )
     assert translator.translate(texts) == texts
     encoded = translator._encode(texts)
-    batches = translator.batches.groups(source_lengths(encoded))
+    batches = translator.batches.groups(sequence_lengths(encoded))
     assert len(batches) > 2  # the budget really splits the input
     for batch in batches:
         width = padded_width(max(len(encoded[i]) for i in batch), LENGTH_MULTIPLE, 64)
         assert len(batch) * width <= 48 or len(batch) == 1
+
+
+def test_batch_settings_set_on_a_translator_apply_to_its_next_call(vocabulary_path):
+    """`batch_size` and `batch_tokens` set after construction (as the decoding benchmark sets
+    the size it measures) batch the next call."""
+    vocabulary = SubwordVocabulary(vocabulary_path)
+    texts = ["a dog", "it rains", "hello"]
+    translator = Translator(
+        CopyDecoder(vocabulary.size), vocabulary_path, search="greedy", max_extra_length=0,
+        compile=False,
+    )  # fmt: skip
+    calls = []
+    search = translator.translate_ids
+    translator.translate_ids = lambda ids, prefix_ids=None: calls.append(len(ids)) or search(ids)
+    assert translator.translate(texts) == texts and calls == [3]
+    translator.batch_size, calls[:] = 1, []
+    assert translator.translate(texts) == texts and calls == [1, 1, 1]
+    assert translator.batch_size == translator.batches.batch_size == 1
+    # A budget of 16 padded tokens: "it rains" (10 tokens with eos, width 16) alone, the
+    # other two (7 tokens, width 8) together.
+    translator.batch_size, translator.batch_tokens, calls[:] = 32, 16, []
+    assert translator.translate(texts) == texts and calls == [1, 2]
+    assert translator.batch_tokens == translator.batches.batch_tokens == 16
 
 
 def test_token_batches_translate_as_sentence_batches(vocabulary_path):
@@ -162,8 +186,8 @@ def test_token_batches_translate_as_sentence_batches(vocabulary_path):
     by_sentences = Translator(model, vocabulary_path, batch_size=3, **settings)
     by_tokens = Translator(model, vocabulary_path, batch_tokens=32, **settings)
     encoded = by_tokens._encode(texts)
-    assert by_sentences.batches.groups(source_lengths(encoded)) == [[1, 4, 0], [2, 3, 5], [6, 7]]
-    assert by_tokens.batches.groups(source_lengths(encoded)) == [[1, 4], [0, 2, 3, 5], [6, 7]]
+    assert by_sentences.batches.groups(sequence_lengths(encoded)) == [[1, 4, 0], [2, 3, 5], [6, 7]]
+    assert by_tokens.batches.groups(sequence_lengths(encoded)) == [[1, 4], [0, 2, 3, 5], [6, 7]]
     expected, got = by_sentences.translate(texts), by_tokens.translate(texts)
     for hypotheses, reference in zip(got, expected):
         assert [text for text, _ in hypotheses] == [text for text, _ in reference]

@@ -8,6 +8,7 @@ import pytest
 from keras import ops
 
 from keras_transformer.data.vocabulary import SubwordVocabulary
+from keras_transformer.decoding.batches import sequence_lengths
 from keras_transformer.errors import UserInputError
 from keras_transformer.runs.models import atomic_save_model
 from keras_transformer.translation import (
@@ -20,7 +21,6 @@ from tests._decoding_fixtures import (
     EOS,
     PAD,
     SENTENCES,
-    source_lengths,
     tiny_model,
     train_char_vocabulary,
 )
@@ -58,7 +58,7 @@ def test_output_order_equals_input_order_for_shuffled_lengths(vocabulary_path):
     translator = Translator(CopyDecoder(vocabulary.size), vocabulary_path, batch_size=3)
     assert translator.translate(texts) == texts
     # Batches really are grouped by length: every batch is a run of the length-sorted order.
-    batches = translator.batches.groups(source_lengths(translator._encode(texts)))
+    batches = translator.batches.groups(sequence_lengths(translator._encode(texts)))
     lengths = [len(vocabulary.encode(texts[i])) for batch in batches for i in batch]
     assert lengths == sorted(lengths, reverse=True) and len(batches) == 3
 

@@ -31,6 +31,11 @@ import numpy as np
 from keras_transformer.decoding.settings import check_decoding_settings
 
 
+def sequence_lengths(sequences):
+    """Each sequence's length, None for None (an empty input, which no batch holds)."""
+    return [None if ids is None else len(ids) for ids in sequences]
+
+
 def padded_width(length, length_multiple=1, max_length=None):
     """The padded length of a batch whose longest sentence has `length` tokens."""
     width = -(-length // length_multiple) * length_multiple
