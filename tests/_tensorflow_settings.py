@@ -22,6 +22,7 @@ CHILD_PRELUDE = "from tests._tensorflow_settings import turn_off_grappler; turn_
 
 
 def keeps_defaults():
+    """True under KT_TEST_TF_DEFAULTS=1: TensorFlow's defaults everywhere."""
     return os.environ.get("KT_TEST_TF_DEFAULTS") == "1"
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests import _kill_fixtures, _quickstart_fixtures, _strategy_fixtures, _tensorflow_settings
 from tests.test_docs_examples import page_environment
 
-DEFAULTS = os.environ.get("KT_TEST_TF_DEFAULTS") == "1"
+DEFAULTS = _tensorflow_settings.keeps_defaults()
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="Grappler is TensorFlow's")
