@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.layers.shapes import dense_on_rows, leading_dims
+from keras_transformer.layers.shapes import dense_on_rows, dim, leading_dims, trailing_dims
 
 
 def test_leading_dims_are_static_or_minus_one_for_the_one_unknown_dim():
@@ -26,6 +26,22 @@ def test_leading_dims_are_static_or_minus_one_for_the_one_unknown_dim():
     assert seen["one"] == (-1, 3)
     assert two_unknown(tf.zeros((2, 5, 4))).shape == (2, 5, 4)
     assert seen["two"]  # two unknown sizes: read at run time
+
+
+def test_dim_and_trailing_dims_are_ints_where_static_and_tensors_where_not():
+    assert dim(keras.ops.zeros((2, 3)), -1) == 3
+    assert trailing_dims(keras.ops.zeros((2, 3, 4)), 1) == (3, 4)
+    seen = {}
+
+    @tf.function(input_signature=[tf.TensorSpec((None, 3, None))])
+    def partly_unknown(x):
+        seen["dims"] = (dim(x, 0), dim(x, 1), trailing_dims(x, 1))
+        return tf.reshape(x, (-1,) + trailing_dims(x, 1))
+
+    assert partly_unknown(tf.zeros((2, 3, 5))).shape == (2, 3, 5)
+    first, second, trailing = seen["dims"]
+    assert tf.is_tensor(first) and second == 3
+    assert trailing[0] == 3 and tf.is_tensor(trailing[1])
 
 
 def test_dense_on_rows_equals_the_dense_layer_in_numpy():

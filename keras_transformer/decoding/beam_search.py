@@ -60,15 +60,21 @@ from keras_transformer.decoding.length_penalty import (
 from keras_transformer.decoding.prefix import prefix_tokens_at
 from keras_transformer.decoding.result import SearchResult
 from keras_transformer.decoding.top_k import top_k
+from keras_transformer.layers.shapes import dim, trailing_dims
 
 
-def _gather_beams(values, indices):
-    """`values[b, indices[b, j]]` for `values` `[batch, beams, ...]`, `indices` `[batch, n]`."""
-    batch_size, num_beams = ops.shape(values)[0], ops.shape(values)[1]
-    flat_indices = ops.reshape(ops.arange(batch_size)[:, None] * num_beams + indices, (-1,))
-    flat_values = ops.reshape(values, (-1,) + tuple(ops.shape(values)[2:]))
-    gathered = ops.take(flat_values, flat_indices, axis=0)
-    return ops.reshape(gathered, (batch_size, ops.shape(indices)[1]) + tuple(ops.shape(values)[2:]))
+def _flat_picks(picks, width):
+    """Rows of a `[batch * width, ...]` flattening for `picks` `[batch, n]` into `[batch,
+    width, ...]` values: `b * width + picks[b, j]`. One index serves every tensor gathered by
+    the same picks (`_take_rows`), instead of a `take_along_axis` apiece."""
+    rows = ops.arange(ops.shape(picks)[0], dtype="int32")[:, None]
+    return rows * width + ops.cast(picks, "int32")
+
+
+def _take_rows(values, flat_picks):
+    """`values[b, picks[b, j]]` for `values` `[batch, width, ...]`, by `_flat_picks`."""
+    flat_values = ops.reshape(values, (-1,) + trailing_dims(values, 2))
+    return ops.take(flat_values, flat_picks, axis=0)
 
 
 def _flat_beam_indices(parent_beams, beam_size, sentences=None):
@@ -257,10 +263,9 @@ class BeamSearch:
             )
         beams = flat_indices // vocab_size
         tokens = ops.cast(flat_indices % vocab_size, "int32")
-        positions = ops.arange(ops.shape(alive_ids)[2])
-        ids = ops.where(
-            positions[None, None, :] == step, tokens[:, :, None], _gather_beams(alive_ids, beams)
-        )
+        positions = ops.arange(dim(alive_ids, 2))
+        parent_ids = _take_rows(alive_ids, _flat_picks(beams, k))
+        ids = ops.where(positions[None, None, :] == step, tokens[:, :, None], parent_ids)
         real = candidate_log_probs > NEG_INF / 2
         ends = ops.logical_or(tokens == decoder.eos_id, (step + 1 >= caps)[:, None])
         finishes = ends & real & (ops.arange(2 * k)[None, :] < k)
@@ -272,12 +277,9 @@ class BeamSearch:
         log_probs, picks = ops.top_k(going_on, self.beam_size)
         log_probs = ops.where(log_probs > NEG_INF / 2, log_probs, NEG_INF)
         log_probs = ops.where(done[:, None], NEG_INF, log_probs)
-        alive = (
-            _gather_beams(candidates.ids, picks),
-            log_probs,
-            ops.take_along_axis(candidates.tokens, picks, axis=1),
-        )
-        return alive, ops.take_along_axis(candidates.beams, picks, axis=1)
+        rows = _flat_picks(picks, 2 * self.beam_size)
+        alive = (_take_rows(candidates.ids, rows), log_probs, _take_rows(candidates.tokens, rows))
+        return alive, _take_rows(candidates.beams, rows)
 
     def _next_finished(self, finished, candidates, sentences, length):
         """The k best of each running sentence's finished set and its candidates that finish,
@@ -293,14 +295,11 @@ class BeamSearch:
             [old_scores, ops.where(candidates.finishes, candidate_scores, NEG_INF)], axis=1
         )
         scores, picks = ops.top_k(pool_scores, k)
-        ids = _gather_beams(ops.concatenate([old_ids, candidates.ids], axis=1), picks)
-        log_probs = ops.take_along_axis(
-            ops.concatenate([old_log_probs, candidates.log_probs], axis=1), picks, axis=1
-        )
-        new_lengths = ops.full((ops.shape(sentences)[0], 2 * k), length, "int32")
-        lengths = ops.take_along_axis(
-            ops.concatenate([old_lengths, new_lengths], axis=1), picks, axis=1
-        )
+        rows = _flat_picks(picks, 3 * k)
+        ids = _take_rows(ops.concatenate([old_ids, candidates.ids], axis=1), rows)
+        log_probs = _take_rows(ops.concatenate([old_log_probs, candidates.log_probs], 1), rows)
+        new_lengths = ops.full_like(candidates.tokens, length, "int32")
+        lengths = _take_rows(ops.concatenate([old_lengths, new_lengths], axis=1), rows)
         updated = tuple(
             ops.scatter_update(whole, sentences[:, None], part)
             for whole, part in zip(finished, (ids, log_probs, scores, lengths))

@@ -21,6 +21,7 @@ A search (greedy, beam, sampling) talks to the model through a *decoder*: an obj
 from keras import ops
 
 from keras_transformer.layers.multi_head_attention import grow_cache
+from keras_transformer.layers.shapes import dim
 
 # Log-probability given to forbidden tokens and empty hypothesis slots. Finite, so that sums
 # and differences of it never make NaN; far below any real log-probability.
@@ -38,7 +39,7 @@ def forbid_tokens(log_probs, token_ids):
     Decoding never emits pad or bos: they are inputs, not outputs. The others keep their
     model log-probabilities (no renormalization), so scores stay log P(Y|X).
     """
-    vocab_size = ops.shape(log_probs)[-1]
+    vocab_size = dim(log_probs, -1)
     forbidden = ops.zeros((vocab_size,), "bool")
     for token_id in token_ids:
         forbidden = ops.logical_or(forbidden, ops.equal(ops.arange(vocab_size), token_id))
@@ -162,7 +163,7 @@ def forbid_early_eos(log_probs, eos_id, step, min_length):
     the token chosen at `step` makes the output `step + 1` tokens long."""
     if not min_length:
         return log_probs
-    is_eos = ops.equal(ops.arange(ops.shape(log_probs)[-1]), eos_id)
+    is_eos = ops.equal(ops.arange(dim(log_probs, -1)), eos_id)
     return ops.where(ops.logical_and(is_eos, step + 1 < min_length), NEG_INF, log_probs)
 
 

@@ -19,6 +19,7 @@ gives the prefix steps a score of 0, so its score is that of the continuation on
 from keras import ops
 
 from keras_transformer.decoding.incremental import NEG_INF
+from keras_transformer.layers.shapes import dim
 
 
 def force_prefix(log_probs, prefix_ids, step, pad_id):
@@ -39,7 +40,7 @@ def force_prefix(log_probs, prefix_ids, step, pad_id):
     >>> force_prefix(keras.ops.log([[0.2, 0.3, 0.5]]), keras.ops.array([[1]]), 0, pad_id=0)
     """
     forced, token = prefix_tokens_at(prefix_ids, step, pad_id)
-    other = ops.not_equal(ops.arange(ops.shape(log_probs)[-1])[None, :], token[:, None])
+    other = ops.not_equal(ops.arange(dim(log_probs, -1))[None, :], token[:, None])
     return ops.where(ops.logical_and(forced[:, None], other), NEG_INF, log_probs)
 
 
@@ -47,7 +48,7 @@ def prefix_tokens_at(prefix_ids, step, pad_id):
     """`(forced [N] bool, token [N] int32)`: whether each row's prefix has a token at `step`,
     and that token (0 where there is none)."""
     prefix_ids = ops.convert_to_tensor(prefix_ids, "int32")
-    at_step = ops.equal(ops.arange(ops.shape(prefix_ids)[1]), step)[None, :]
+    at_step = ops.equal(ops.arange(dim(prefix_ids, 1)), step)[None, :]
     forced = ops.any(ops.logical_and(at_step, ops.not_equal(prefix_ids, pad_id)), axis=1)
     # A sum over the one position at `step` (0 where there is none): no gather that could
     # go out of range past the prefix, and prefix_length 0 works.

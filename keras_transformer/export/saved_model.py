@@ -49,6 +49,7 @@ Tokenization and detokenization run in the graph with tensorflow-text's Sentence
 which the stock TF Serving binary links.
 """
 
+import functools
 import json
 import pathlib
 
@@ -221,49 +222,75 @@ def _serving_archive(model, vocabulary, functions):
     # translate_ids or it, and translate calls serving_default: one copy of the search in
     # the graph (TF2 callers: concrete functions ignore the SignatureDef's defaults, so
     # the text-only endpoint passes them).
-    search = archive.add_endpoint(
+    search = _add_traced_endpoint(
+        archive,
         "translate_ids_with_prefix",
         functions.translate_ids_with_prefix,
-        input_signature=functions.ids_prefix_signature(),
+        functions.ids_prefix_signature(),
     )
-    translate_ids = archive.add_endpoint(
-        "translate_ids",
-        functions.translate_ids(search),
-        input_signature=functions.ids_signature(),
+    translate_ids = _add_traced_endpoint(
+        archive, "translate_ids", functions.translate_ids(search), functions.ids_signature()
     )
-    serving_default = archive.add_endpoint(
+    serving_default = _add_traced_endpoint(
+        archive,
         "serving_default",
         functions.translate_text(translate_ids),
-        input_signature=functions.text_signature(),
+        functions.text_signature(),
     )
-    archive.add_endpoint(
+    _add_traced_endpoint(
+        archive,
         "translate",
         functions.text_only(serving_default),
-        input_signature=functions.text_signature()[:1],
+        functions.text_signature()[:1],
     )
-    archive.add_endpoint(
+    _add_traced_endpoint(
+        archive,
         "translate_with_prefix",
         functions.translate_with_prefix(search),
-        input_signature=functions.prefix_signature(),
+        functions.prefix_signature(),
     )
-    archive.add_endpoint(
-        "score_pairs", functions.score_pairs, input_signature=functions.pair_signature()
-    )
-    archive.add_endpoint(
+    _add_traced_endpoint(archive, "score_pairs", functions.score_pairs, functions.pair_signature())
+    _add_traced_endpoint(
+        archive,
         "translate_with_alignments",
         alignments.translate_with_alignments(
             functions,
             translate_ids,
             piece_classes(vocabulary, model.config.vocab_size),
         ),
-        input_signature=alignments.alignment_signature(),
+        alignments.alignment_signature(),
     )
-    archive.add_endpoint(
+    _add_traced_endpoint(
+        archive,
         "translate_sample",
         sampling.translate_sample(functions),
-        input_signature=sampling.sampling_signature(),
+        sampling.sampling_signature(),
     )
     return archive
+
+
+def _add_traced_endpoint(archive, name, fn, input_signature):
+    """Adds endpoint `name` to `archive` as `fn` traced once for `input_signature`, and
+    returns that concrete function, for the endpoints that call it.
+
+    `tf.saved_model.save` traces every `tf.function` it saves once more, under its own
+    context (another cache key): an endpoint that is a `tf.function` of `fn` would trace
+    each search twice. Calling a concrete function, that second trace is one call op
+    (docs/decisions.md#endpoints-traced-once).
+    """
+    import tensorflow as tf
+
+    concrete = tf.function(
+        fn, input_signature=input_signature, autograph=False
+    ).get_concrete_function()
+
+    # `fn`'s signature, so that its default settings become the SignatureDef's defaults.
+    @functools.wraps(fn)
+    def endpoint(*args, **kwargs):
+        return concrete(*args, **kwargs)
+
+    archive.add_endpoint(name, endpoint, input_signature=input_signature)
+    return concrete
 
 
 def _metadata(model, max_beam_size, beam_size, alpha, max_extra_length, length_penalty):

@@ -68,7 +68,7 @@ class ServingFunctions:
 
     def translate_text(self, translate_ids):
         """`serving_default`: text in, text out, through `translate_ids` (the endpoint's
-        tf.function), so that the search, one branch per beam width and most of an export's
+        traced function), so that the search, one branch per beam width and most of an export's
         time, is traced and stored once rather than once per signature."""
         d = self.defaults
 
@@ -115,7 +115,7 @@ class ServingFunctions:
         return translate_ids_with_prefix
 
     def translate_ids(self, translate_ids_with_prefix):
-        """`translate_ids`: `translate_ids_with_prefix` (the endpoint's tf.function) with no
+        """`translate_ids`: `translate_ids_with_prefix` (the endpoint's traced function) with no
         prefix, which forces nothing: the outputs are those of a search without one."""
         d = self.defaults
 
@@ -143,7 +143,7 @@ class ServingFunctions:
     def translate_with_prefix(self, translate_ids_with_prefix):
         """`translate_with_prefix`: `serving_default` with a `target_prefix` per text ("" for
         none) that every hypothesis starts with (`keras_transformer.decoding.prefix`), through
-        `translate_ids_with_prefix` (the endpoint's tf.function). A signature of its own: TF
+        `translate_ids_with_prefix` (the endpoint's traced function). A signature of its own: TF
         Serving's REST API needs every input of a signature, so an input added to
         `serving_default` would break the requests that leave it out."""
         d = self.defaults

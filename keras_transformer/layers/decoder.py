@@ -7,6 +7,7 @@ from keras import ops
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.residual import ResidualConnection
+from keras_transformer.layers.shapes import dim
 from keras_transformer.layers.stack import TransformerStack
 
 
@@ -249,11 +250,11 @@ class TransformerDecoder(TransformerStack):
         start = 0 if cache_update_index is None else cache_update_index
         x = self.positional_layer(embedded, start_index=start)
         x = self.embedding_dropout(x, training=training)
-        query_length = ops.shape(x)[1]
+        query_length = dim(x, 1)
         if cache is None:
             self_mask = causal_mask(query_length, query_length)
         else:
-            self_mask = causal_mask(query_length, ops.shape(cache[0][0][0])[2], start)
+            self_mask = causal_mask(query_length, dim(cache[0][0][0], 2), start)
         new_cache = []
         for i, layer in enumerate(self.transformer_layers):
             if cache is None:

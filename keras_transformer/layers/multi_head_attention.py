@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.scaled_dot_product_attention import ScaledDotProductAttention
-from keras_transformer.layers.shapes import dense_on_rows, leading_dims
+from keras_transformer.layers.shapes import dense_on_rows, leading_dims, trailing_dims
 
 
 def _heads_first(x):
@@ -26,12 +26,12 @@ def _write_cache(cache, update, index):
         return ops.slice_update(cache, (0, 0, index, 0), update)
     # As `[batch * heads, length, dim]` rows, each written at (row, index): fewer index ops
     # per step than (batch, head, index) triples.
-    rows = ops.reshape(cache, (-1,) + tuple(ops.shape(cache)[2:]))
+    rows = ops.reshape(cache, (-1,) + trailing_dims(cache, 2))
     row_updates = ops.reshape(update, (-1, update.shape[-1]))
     row_index = ops.arange(ops.shape(row_updates)[0], dtype="int32")
     indices = ops.stack([row_index, ops.zeros_like(row_index) + ops.cast(index, "int32")], axis=1)
     written = ops.scatter_update(rows, indices, row_updates)
-    return ops.reshape(written, leading_dims(cache, 2) + tuple(ops.shape(cache)[2:]))
+    return ops.reshape(written, leading_dims(cache, 2) + trailing_dims(cache, 2))
 
 
 def grow_cache(cache, max_length):

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.shapes import dim
+
 
 def sinusoidal_positional_encoding(positions, d_model, dtype="float32"):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
@@ -38,7 +40,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     """
 
     def call(self, x, start_index=0):
-        positions = ops.arange(ops.shape(x)[1]) + start_index
+        positions = ops.arange(dim(x, 1)) + start_index
         return x + sinusoidal_positional_encoding(positions, x.shape[-1], x.dtype)[None]
 
     def compute_output_shape(self, input_shape):
@@ -69,7 +71,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         )
 
     def call(self, x, start_index=0):
-        positions = ops.arange(ops.shape(x)[1]) + start_index
+        positions = ops.arange(dim(x, 1)) + start_index
         return x + ops.cast(ops.take(self.position_embeddings, positions, axis=0), x.dtype)[None]
 
     def compute_output_shape(self, input_shape):

@@ -25,6 +25,32 @@ def leading_dims(x, count):
     return tuple(ops.shape(x)[:count])
 
 
+def dim(x, axis):
+    """The size of `x` along `axis`: an int where the static shape knows it (no shape op),
+    else a scalar tensor (`ops.shape`).
+
+    Example:
+    >>> dim(keras.ops.zeros((2, 3)), -1)
+    3
+    """
+    size = x.shape[axis]
+    return size if size is not None else ops.shape(x)[axis]
+
+
+def trailing_dims(x, start):
+    """The dimensions of `x` from `start` on as a reshape target: static sizes as ints when
+    all are known (no shape op), else `ops.shape`'s (a tensor for each unknown size).
+
+    Example:
+    >>> trailing_dims(keras.ops.zeros((2, 3, 4)), 1)
+    (3, 4)
+    """
+    dims = tuple(x.shape[start:])
+    if None not in dims:
+        return dims
+    return tuple(ops.shape(x)[start:])
+
+
 def dense_on_rows(dense, x):
     """`dense(x)` for a `keras.layers.Dense` over the last axis, run on the rows of `x`
     flattened to 2-D: on TensorFlow a rank-3 input goes through `tensordot`, which builds
