@@ -81,26 +81,39 @@ def settings_of(run, args):
     }
 
 
-def ours(model, source_ids, settings, max_extra_length):
-    """Our best output's tokens (eos included when it ended) for one sentence."""
+def our_search(model, settings, max_extra_length):
+    """`source_ids -> our best output's tokens` (eos included when it ended), one sentence at
+    a time. On TensorFlow the search is traced once for sentences of any length (a batch of
+    one: nothing padded), as an export's is; elsewhere it runs eagerly."""
     import keras
     import numpy as np
 
     from keras_transformer.decoding import BeamSearch, greedy_search
 
-    source = np.asarray([source_ids], "int32")
-    if settings["beam_size"] == 1:
-        result = greedy_search(model, source, max_extra_length=max_extra_length)
-    else:
-        search = BeamSearch(
-            beam_size=settings["beam_size"],
-            alpha=settings["alpha"],
-            length_penalty=settings["length_penalty"],
-            max_extra_length=max_extra_length,
-        )
-        result = search(model, source)
-    length = int(keras.ops.convert_to_numpy(result.lengths)[0, 0])
-    return [int(t) for t in keras.ops.convert_to_numpy(result.ids)[0, 0, :length]]
+    def search(source):
+        if settings["beam_size"] == 1:
+            result = greedy_search(model, source, max_extra_length=max_extra_length)
+        else:
+            result = BeamSearch(
+                beam_size=settings["beam_size"],
+                alpha=settings["alpha"],
+                length_penalty=settings["length_penalty"],
+                max_extra_length=max_extra_length,
+            )(model, source)
+        return result.ids[0, 0], result.lengths[0, 0]
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        signature = [tf.TensorSpec([1, None], tf.int32)]
+        search = tf.function(search, input_signature=signature, autograph=False)
+
+    def best(source_ids):
+        ids, length = search(keras.ops.convert_to_tensor(np.asarray([source_ids], "int32")))
+        length = int(keras.ops.convert_to_numpy(length))
+        return [int(t) for t in keras.ops.convert_to_numpy(ids)[:length]]
+
+    return best
 
 
 def theirs(hf, source_ids, settings, cap):
@@ -134,11 +147,12 @@ def check(args, run, folder):
     hf.generation_config.forced_eos_token_id = None
     tokenizer = MarianTokenizer.from_pretrained(folder)
     sentences = read_sentences(args.sentences, args.n)
+    ours = our_search(model, settings, args.max_extra_length)
     identical, differing = 0, []
     for sentence in sentences:
         source_ids = tokenizer(sentence)["input_ids"]
         cap = min(len(source_ids) + args.max_extra_length, model.config.max_length)
-        mine = ours(model, source_ids, settings, args.max_extra_length)
+        mine = ours(source_ids)
         reference = theirs(hf, source_ids, settings, cap)
         if mine == reference:
             identical += 1

@@ -44,8 +44,13 @@ def test_beam_check_at_the_published_power_penalty(folder, sentences, capsys):
 
 
 def test_a_differing_output_is_counted_and_shown(folder, sentences, capsys, monkeypatch):
-    real = opus_mt_check.ours
-    monkeypatch.setattr(opus_mt_check, "ours", lambda *args: real(*args)[1:])
+    real = opus_mt_check.our_search
+
+    def dropping_the_first_token(*args):
+        best = real(*args)
+        return lambda source_ids: best(source_ids)[1:]
+
+    monkeypatch.setattr(opus_mt_check, "our_search", dropping_the_first_token)
     record = run_check(capsys, folder, sentences, "--beam-size", 1, "-n", 1)
     assert (record["sentences"], record["identical"]) == (1, 0)
     assert [row["source"] for row in record["differing"]] == sentences.read_text().splitlines()[:1]
