@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer.decoding import BeamSearch
 from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
@@ -104,15 +105,21 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch, tmp_path):
             beam_size=1,
         )
 
-    # A failed export leaves no version and no partial directory behind.
-    def save_half_then_fail(obj, export_dir, *args, **kwargs):
-        import pathlib
+    # A failed export leaves no version and no partial directory behind: here the save
+    # writes the whole SavedModel into the staging folder, then fails.
+    real_save, real_search = tf.saved_model.save, BeamSearch.__call__
+    searches = []
 
-        pathlib.Path(export_dir).mkdir(parents=True, exist_ok=True)  # the staging folder
-        (pathlib.Path(export_dir) / "saved_model.pb").write_bytes(b"half")
+    def save_then_fail(obj, export_dir, *args, **kwargs):
+        real_save(obj, export_dir, *args, **kwargs)
         raise OSError("disk full")
 
-    monkeypatch.setattr(tf.saved_model, "save", save_half_then_fail)
+    def counted_search(search, *args, **kwargs):
+        searches.append(search.beam_size)
+        return real_search(search, *args, **kwargs)
+
+    monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
+    monkeypatch.setattr(BeamSearch, "__call__", counted_search)
     with pytest.raises(OSError, match="disk full"):
         export_saved_model(
             exported["model"],
@@ -123,6 +130,9 @@ def test_layout_versions_and_never_overwrite(exported, monkeypatch, tmp_path):
             beam_size=1,
         )
     assert sorted(p.name for p in model_dir.iterdir()) == ["1"]
+    # The search of each width is traced once, the save included
+    # (docs/decisions.md#endpoints-traced-once).
+    assert searches == [1]
 
 
 def test_graph_holds_only_core_and_sentencepiece_ops(exported, tmp_path):
