@@ -35,6 +35,11 @@ def test_dim_and_trailing_dims_are_ints_where_static_and_tensors_where_not():
 
     @tf.function(input_signature=[tf.TensorSpec((None, 3, None))])
     def partly_unknown(x):
+        known = tf.ensure_shape(x[:, :, :2], (None, 3, 2))
+        before = len(tf.compat.v1.get_default_graph().get_operations())
+        seen["static"] = (dim(x, 1), trailing_dims(known, 1))
+        # Known sizes cost no op in the graph (ops.shape would add a Shape op).
+        seen["ops"] = len(tf.compat.v1.get_default_graph().get_operations()) - before
         seen["dims"] = (dim(x, 0), dim(x, 1), trailing_dims(x, 1))
         return tf.reshape(x, (-1,) + trailing_dims(x, 1))
 
@@ -42,6 +47,7 @@ def test_dim_and_trailing_dims_are_ints_where_static_and_tensors_where_not():
     first, second, trailing = seen["dims"]
     assert tf.is_tensor(first) and second == 3
     assert trailing[0] == 3 and tf.is_tensor(trailing[1])
+    assert seen["static"] == (3, (3, 2)) and seen["ops"] == 0
 
 
 def test_dense_on_rows_equals_the_dense_layer_in_numpy():
