@@ -1,6 +1,5 @@
 """TensorFlow's settings in the test processes: Grappler (its graph rewriting) and oneDNN's
-kernels off, in the test processes and in the scripts that tests start to compare with them;
-one thread per thread pool in every process of a test run.
+kernels off, in the test processes and in the scripts that tests start to compare with them.
 
 Grappler takes seconds per traced search or training step, and oneDNN's kernels cost more
 than Eigen's on the tiny models of the tests (together about a quarter of the suite's time);
@@ -8,16 +7,8 @@ both change results only by rounding. A run in a child process compared bitwise 
 the test process must round alike, so the training scripts the tests start (kill launchers,
 strategy workers) begin with `CHILD_PRELUDE`, and children inherit the oneDNN setting with the
 environment. What users run as they run it (the quickstart, the documented pages) gets
-TensorFlow's kernels and graph rewriting back (`user_environment`). `KT_TEST_TF_DEFAULTS=1` keeps TensorFlow's
+TensorFlow's defaults back (`user_environment`). `KT_TEST_TF_DEFAULTS=1` keeps TensorFlow's
 defaults everywhere.
-
-Two pytest workers share the two cores of the CI machine, and the processes that tests start
-(trainings, strategy workers, the quickstart, the pages) run beside them: with each process's
-default pools (a thread per core for each, spinning while idle) the cores were oversubscribed,
-and one worker's tests waited for minutes while the other's children ran
-(docs/decisions.md#one-thread-per-test-process). So every process of a test run, children
-included (they inherit the environment), gets one thread per pool of TensorFlow, XLA (JAX) and
-OpenMP (PyTorch); a child compared bitwise with the test process runs with the same pools.
 """
 
 import os
@@ -25,15 +16,6 @@ import os
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 # The user's own value, before `for_test_process` sets it (None: not set).
 _USER_ONEDNN = os.environ.get(ONEDNN)
-
-# One thread per pool, read by each library as it starts (children inherit them).
-ONE_THREAD = {
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-}
-# JAX's CPU client: XLA's Eigen pool, one thread.
-XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 # The first line of a test's child script.
 CHILD_PRELUDE = "from tests._tensorflow_settings import turn_off_grappler; turn_off_grappler()\n"
@@ -45,15 +27,9 @@ def keeps_defaults():
 
 
 def for_test_process():
-    """oneDNN's kernels off and one thread per pool for this process and its children; call
-    before TensorFlow (or JAX, or PyTorch) loads."""
-    if keeps_defaults():
-        return
-    os.environ.setdefault(ONEDNN, "0")
-    for name, value in ONE_THREAD.items():
-        os.environ.setdefault(name, value)
-    if "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_ONE_THREAD}".strip()
+    """oneDNN's kernels off for this process and its children; call before TensorFlow loads."""
+    if not keeps_defaults():
+        os.environ.setdefault(ONEDNN, "0")
 
 
 def turn_off_grappler():

@@ -4,13 +4,11 @@ turns Grappler off there too, and what users run gets TensorFlow's defaults back
 
 import os
 import subprocess
-import sys
 
 import keras
 import pytest
 
 from tests import _kill_fixtures, _quickstart_fixtures, _strategy_fixtures, _tensorflow_settings
-from tests._training_fixtures import subprocess_env
 from tests.test_docs_examples import page_environment
 
 DEFAULTS = _tensorflow_settings.keeps_defaults()
@@ -24,34 +22,6 @@ def test_grappler_and_onednn_are_off_in_this_process_unless_asked():
     assert off == (not DEFAULTS)
     if not DEFAULTS and _tensorflow_settings._USER_ONEDNN is None:
         assert os.environ[_tensorflow_settings.ONEDNN] == "0"
-
-
-# Runs an op eagerly and in a graph, then counts the threads of TensorFlow's pools by name.
-COUNT_POOL_THREADS = """
-import collections, os, tensorflow as tf
-x = tf.ones([64, 64])
-tf.function(lambda a: tf.linalg.matmul(a, a))(tf.linalg.matmul(x, x)).numpy()
-names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-print(collections.Counter(names)["tf_Compute"], os.environ["XLA_FLAGS"])
-"""
-
-
-@pytest.mark.skipif(DEFAULTS, reason="KT_TEST_TF_DEFAULTS=1 keeps each library's own pools")
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
-def test_a_child_process_runs_on_one_thread_per_pool():
-    # A child with the environment of the quickstart and the pages (the one with the most
-    # of TensorFlow's defaults): one thread of TensorFlow's compute pool, and XLA's flags.
-    result = subprocess.run(
-        [sys.executable, "-c", COUNT_POOL_THREADS],
-        env=subprocess_env(users_kernels=True),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    count, *xla_flags = result.stdout.split()
-    assert count == "1"
-    assert set(_tensorflow_settings.XLA_ONE_THREAD.split()) <= set(xla_flags)
 
 
 def test_the_child_scripts_begin_with_the_prelude():
