@@ -164,7 +164,7 @@ def test_a_run_goes_on_under_new_dropout_and_keeps_the_old_config(finished, tmp_
         output_dir=str(copy),
         model={**config["model"], "dropout": 0.2},
         schedule={**config["schedule"], "train_steps": 32},
-        dev_bleu={"sentences": 0},  # what goes on is checked here, not what it scores
+        dev_bleu={"sentences": 0},  # not checked here, and each start would trace a search
     )
     result = train(resumed)
     assert (result.resumed_from_step, result.step) == (30, 32)
