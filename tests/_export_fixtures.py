@@ -5,8 +5,8 @@ two cores, and every export carries every signature: so the tests of `translate_
 `translate_sample` and `score_pairs` read one export of one tiny model, made once per test
 session (`shared_export` in tests/conftest.py).
 
-Under pytest-xdist each worker is its own process: the first worker to need the export
-writes it (tests/_shared_builds.py), and the others load that one (and the same weights)
+Under pytest-xdist each worker is its own process: a background process started with the run
+writes the export (tests/_shared_builds.py), and the workers load that one (and the same weights)
 instead of tracing their own.
 """
 

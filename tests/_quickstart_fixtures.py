@@ -5,8 +5,8 @@
 (1 layer, d_model 32) so that it trains, evaluates and exports in about a minute. The quickstart
 tests check what it printed and wrote; the documented examples read its run folder as
 runs/quickstart (tests/test_docs_examples.py); the CTranslate2 tests compare the two
-precisions on its model. Under pytest-xdist the first worker to need it makes it and the others
-read that one (tests/_shared_builds.py).
+precisions on its model. A background process started with the test run makes it, and every
+pytest-xdist worker reads that one (tests/_shared_builds.py).
 """
 
 import dataclasses

@@ -102,6 +102,23 @@ def _temporary_files_under_pytest(tmp_path_factory):
         os.environ["TMPDIR"] = saved[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_builds_in_background(request, tmp_path_factory):
+    """Makes the shared run and export that the collected tests read in a background process
+    from the start (tests/_shared_builds.py): one process per run, the first xdist worker's
+    (or the only process's)."""
+    from tests import _shared_builds
+
+    process = None
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+        names = _shared_builds.needed_builds(request.session.items)
+        if keras.backend.backend() != "tensorflow":  # the export's tests skip there
+            names = [name for name in names if name != "shared_export"]
+        process = _shared_builds.start_in_background(tmp_path_factory, names)
+    yield
+    _shared_builds.stop(process)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     keras.utils.set_random_seed(1234)

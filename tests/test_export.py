@@ -19,6 +19,8 @@ from keras_transformer.errors import UserInputError
 from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
 from keras_transformer.translation import Translator
 from tests import _export_fixtures
+from tests._tensorflow_settings import CHILD_PRELUDE
+from tests._training_fixtures import subprocess_env
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -438,7 +440,9 @@ def test_concurrent_calls(exported):
     assert len({(text, out) for text, out in results}) == len(SENTENCES)  # deterministic
 
 
-LOADER = textwrap.dedent(
+# CHILD_PRELUDE: Grappler off, as in this process, whose Translator the outputs are compared
+# with (tests/_tensorflow_settings.py); it imports TensorFlow only, not our package.
+LOADER = CHILD_PRELUDE + textwrap.dedent(
     """
     import json, sys
     import tensorflow as tf
@@ -496,6 +500,7 @@ def test_loads_in_a_fresh_process_without_our_code(exported):
         text=True,
         timeout=600,
         cwd=exported["root"],
+        env=subprocess_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = json.loads(result.stdout.strip().splitlines()[-1])

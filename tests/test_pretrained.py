@@ -32,6 +32,8 @@ from tests._marian_fixtures import (  # noqa: E402
     marian_folder,
     marian_tokenizer,
 )
+from tests._tensorflow_settings import CHILD_PRELUDE  # noqa: E402
+from tests._training_fixtures import subprocess_env  # noqa: E402
 
 # A language token, plain text, and a character neither SentencePiece model knows. The
 # fixture's eos bias ends some outputs at once: one of these does, the others run long.
@@ -196,7 +198,9 @@ def test_saved_model_holds_only_serving_ops(saved_model):
     assert {"SentencepieceTokenizeOp", "SentencepieceStringToIdOp", "StaticRegexReplace"} <= ops
 
 
-LOADER = textwrap.dedent(
+# CHILD_PRELUDE: Grappler off, as in this process, whose Translator the outputs are compared
+# with (tests/_tensorflow_settings.py); it imports TensorFlow only, not our package.
+LOADER = CHILD_PRELUDE + textwrap.dedent(
     """
     import json, sys
     import tensorflow as tf
@@ -224,6 +228,7 @@ def test_saved_model_text_equals_translate(saved_model, imported):
         capture_output=True,
         text=True,
         timeout=600,
+        env=subprocess_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
