@@ -2,6 +2,7 @@
 is one line, and the JSON line holds the headline figures."""
 
 import json
+from importlib.util import find_spec
 
 from benchmarks.micro import optimizer_throughput as bench
 from keras_transformer.training.config import TrainingConfig
@@ -26,6 +27,8 @@ def test_keras_and_fused_agree_and_the_json_line_holds_the_headline(capsys):
     assert row["max_relative_difference"] < 1e-5
     assert abs(row["fused_over_keras"] - row["keras_ms"] / row["fused_ms"]) < 0.02
     assert ("torch_ms" in row) != ("torch" in headline["skipped_peers"])
+    # A peer is skipped only where it is not installed (CI has every extra).
+    assert ("torch" in headline["skipped_peers"]) == (find_spec("torch") is None)
 
 
 def test_the_multi30k_row_has_the_recipes_dims():
