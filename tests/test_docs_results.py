@@ -17,7 +17,7 @@ RESULTS_LINK = re.compile(r"\]\(docs/results\.md#(?P<anchor>[a-z0-9-]+)\)")
 FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?=%|x\b)|(?<![\w.])\d+\.\d+(?![\d])")
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\d.]\d)")
 COMMIT = re.compile(r"\b[0-9a-f]{7}\b")
-LINE_LIMITS = {"docs/results.md": 410, "benchmarks/README.md": 300}
+LINE_LIMITS = {"docs/results.md": 415, "benchmarks/README.md": 300}
 
 
 def slug(heading):
