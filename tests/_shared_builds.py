@@ -5,10 +5,10 @@ The first process to need one makes it while holding a file lock; the others wai
 read that one. It is made in a staging folder renamed into place when whole, so that a worker
 that crashed half-way leaves nothing that the next one would take for the finished thing.
 
-Under pytest-xdist, one worker also starts a background process that makes them at the start
-of the run (`start_in_background`, from tests/conftest.py): a worker that needs one later finds
-it made, or waits only for the rest of it, instead of one core idling on the lock while the
-other makes it.
+One process per run (the first xdist worker, or the only process) also starts a background
+process that makes them at the start of the run (`start_in_background`, from tests/conftest.py):
+a worker that needs one later finds it made, or waits only for the rest of it, instead of one
+core idling on the lock while the other makes it.
 """
 
 import fcntl
@@ -17,11 +17,12 @@ import shutil
 import subprocess
 import sys
 
-# name: (module, its function that writes the folder), in the order the background makes them:
-# the quickstart run first, the longest and read by the files that come first.
+# name: (the fixture that reads it, the module whose `_write(folder)` makes it), in the order the
+# background makes them: the quickstart run first, the longest and read by the files that come
+# first.
 BUILDS = {
-    "quickstart": ("tests._quickstart_fixtures", "_write"),
-    "shared_export": ("tests._export_fixtures", "_write"),
+    "quickstart": ("quickstart_run", "tests._quickstart_fixtures"),
+    "shared_export": ("shared_export", "tests._export_fixtures"),
 }
 
 
@@ -60,8 +61,7 @@ def needed_builds(items):
     wanted = set()
     for item in items:
         wanted.update(getattr(item, "fixturenames", ()))
-    fixtures = {"quickstart": "quickstart_run", "shared_export": "shared_export"}
-    return [name for name in BUILDS if fixtures[name] in wanted]
+    return [name for name, (fixture, _) in BUILDS.items() if fixture in wanted]
 
 
 def start_in_background(tmp_path_factory, names):
@@ -103,10 +103,8 @@ def _main(common, names):
     _tensorflow_settings.for_test_process()
     _tensorflow_settings.turn_off_grappler()
     for name in names:
-        module, function = BUILDS[name]
-        build_once_in(
-            pathlib.Path(common), name, getattr(importlib.import_module(module), function)
-        )
+        _, module = BUILDS[name]
+        build_once_in(pathlib.Path(common), name, importlib.import_module(module)._write)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import types
 from tests import _shared_builds
 
 
-def _write_marker(folder):
+def _write(folder):
     (folder / "made.txt").write_text("whole")
 
 
@@ -19,7 +19,7 @@ def test_build_once_makes_the_folder_once_and_drops_a_crashed_half(tmp_path):
 
     def write(folder):
         calls.append(folder.name)
-        _write_marker(folder)
+        _write(folder)
 
     (tmp_path / "thing.staging").mkdir()
     (tmp_path / "thing.staging" / "half.txt").write_text("a crashed process's")
@@ -40,7 +40,7 @@ def test_needed_builds_are_those_the_collected_tests_read():
 
 
 def test_the_background_process_makes_the_named_builds(tmp_path, monkeypatch):
-    monkeypatch.setitem(_shared_builds.BUILDS, "marker", (__name__, "_write_marker"))
+    monkeypatch.setitem(_shared_builds.BUILDS, "marker", ("marker_fixture", __name__))
     _shared_builds._main(str(tmp_path), ["marker"])
     assert (tmp_path / "marker" / "made.txt").read_text() == "whole"
 

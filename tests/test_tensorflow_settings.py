@@ -25,7 +25,11 @@ def test_grappler_and_onednn_are_off_in_this_process_unless_asked():
 
 
 def test_the_child_scripts_begin_with_the_prelude():
-    for script in (_kill_fixtures.RUNNER, _strategy_fixtures.STEP_LOSSES):
+    # The SavedModel loaders too: their outputs are compared with this process's Translator.
+    from tests import test_export, test_pretrained
+
+    scripts = (_kill_fixtures.RUNNER, _strategy_fixtures.STEP_LOSSES)
+    for script in (*scripts, test_export.LOADER, test_pretrained.LOADER):
         assert script.startswith(_tensorflow_settings.CHILD_PRELUDE)
     namespace = {}
     exec(compile(_tensorflow_settings.CHILD_PRELUDE, "<prelude>", "exec"), namespace)
