@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search
+from keras_transformer.decoding import BeamSearch, as_decoder, greedy_search, incremental
 from keras_transformer.decoding.beam_search import drops_finished_sentences
 from keras_transformer.decoding.compiled import compile_search
-from keras_transformer.decoding.incremental import FIRST_CACHE_LENGTH
 from tests._decoding_fixtures import (
     BOS,
     EOS,
@@ -24,6 +23,12 @@ from tests._decoding_fixtures import (
 )
 
 ALPHA = 0.6
+
+
+@pytest.fixture
+def first_segment_16(monkeypatch):
+    """Segments of 16, 32, ... slots, so that short outputs of tiny models cross them."""
+    monkeypatch.setattr(incremental, "FIRST_CACHE_LENGTH", 16)
 
 
 def reference_beam_search(model, sources, beam_size, max_extra_length, alpha=ALPHA):
@@ -71,6 +76,7 @@ def padded(sources):
     return np.array([list(s) + [PAD] * (width - len(s)) for s in sources], "int32")
 
 
+@pytest.mark.usefixtures("first_segment_16")
 def test_beam_search_of_a_padded_batch_equals_a_plain_search():
     # Caps of 14 to 21 steps: two cache segments (16, then 24); some sentences end with eos
     # early, others run to their caps, so they finish at different steps.
@@ -82,7 +88,7 @@ def test_beam_search_of_a_padded_batch_equals_a_plain_search():
     search = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=12)
     run = compile_search(lambda source_ids: tuple(search(model, source_ids)), as_decoder(model))
     ids, lengths, log_probs, scores = (ops.convert_to_numpy(x) for x in run(padded(sources)))
-    assert max(lengths[:, 0]) > FIRST_CACHE_LENGTH  # a later segment ran
+    assert max(lengths[:, 0]) > incremental.FIRST_CACHE_LENGTH  # a later segment ran
     assert min(lengths[:, 0]) < 5  # and a sentence ended early
     expected = reference_beam_search(model, sources, 3, 12)
     for row, (tokens, log_prob, score) in enumerate(expected):
@@ -91,6 +97,33 @@ def test_beam_search_of_a_padded_batch_equals_a_plain_search():
         assert ids[row, 0, : lengths[row, 0]].tolist() == tokens, row
         assert log_probs[row, 0] == pytest.approx(log_prob, abs=1e-4)
         assert scores[row, 0] == pytest.approx(score, abs=1e-4)
+
+
+@pytest.mark.usefixtures("first_segment_16")
+@pytest.mark.parametrize("search", ["beam", "greedy"])
+def test_a_search_over_unknown_shapes_equals_one_over_known_shapes(search):
+    # An export traces its searches for [None, None] sources: the segments' lengths are then
+    # tensors (16, 32, 40, each capped at the batch's buffer) where known shapes give ints.
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("unknown shapes need a tf.function input signature")
+    import tensorflow as tf
+
+    model = tiny_model(vocab_size=9, max_length=40, seed=4, sharpen=2.0)
+    rng = np.random.default_rng(0)
+    source_ids = padded([list(rng.integers(4, 9, size=n)) + [EOS] for n in (1, 8, 4, 6, 2, 5)])
+    if search == "beam":
+        beam = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=20)
+        run = lambda source_ids: tuple(beam(model, source_ids))  # noqa: E731
+    else:
+        run = lambda source_ids: tuple(greedy_search(model, source_ids, 20))  # noqa: E731
+    known = compile_search(run, as_decoder(model))(source_ids)
+    unknown = tf.function(
+        run, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False
+    )(source_ids)
+    known, unknown = ([ops.convert_to_numpy(x) for x in result] for result in (known, unknown))
+    assert known[1].max() > incremental.FIRST_CACHE_LENGTH  # a later segment ran
+    for expected, got in zip(known, unknown):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 class GrowthCountingDecoder(MarkovDecoder):
@@ -115,7 +148,7 @@ def eos_table(vocab_size, eos_after):
     return table
 
 
-@pytest.mark.usefixtures("python_loops")
+@pytest.mark.usefixtures("python_loops", "first_segment_16")
 @pytest.mark.parametrize("search", ["beam", "greedy"])
 def test_caches_grow_only_while_a_sentence_is_still_decoding(search):
     def run(decoder):

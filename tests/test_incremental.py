@@ -63,17 +63,17 @@ def test_as_decoder_rejects_other_objects():
         as_decoder("model.keras")
 
 
-def test_cache_lengths_double_from_16_up_to_the_buffer():
-    decoder = IncrementalDecoder(tiny_model(max_length=100))
+def test_cache_lengths_double_from_64_up_to_the_buffer():
+    decoder = IncrementalDecoder(tiny_model(max_length=300))
     assert cache_lengths(decoder, 10) == [10]
-    assert cache_lengths(decoder, 16) == [16]
-    assert cache_lengths(decoder, 40) == [16, 32, 40]
-    assert cache_lengths(decoder, 64) == [16, 32, 64]
+    assert cache_lengths(decoder, 64) == [64]
+    assert cache_lengths(decoder, 100) == [64, 100]
+    assert cache_lengths(decoder, 256) == [64, 128, 256]
     # A tensor buffer (an exported graph) runs segments up to the model's max_length, each
     # capped at the buffer.
-    lengths = cache_lengths(decoder, ops.convert_to_tensor(40))
-    # 16, 32, 64, 100 (max_length), each capped at 40
-    assert [int(ops.convert_to_numpy(length)) for length in lengths] == [16, 32, 40, 40]
+    lengths = cache_lengths(decoder, ops.convert_to_tensor(100))
+    # 64, 128, 256, 300 (max_length), each capped at 100
+    assert [int(ops.convert_to_numpy(length)) for length in lengths] == [64, 100, 100, 100]
     # A decoder that cannot grow its caches decodes in one segment.
     assert cache_lengths(MarkovDecoder(np.zeros((5, 5))), 40) == [40]
 
