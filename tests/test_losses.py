@@ -4,6 +4,8 @@ import numpy as np
 from keras import ops
 
 import keras_transformer as kt
+from tests._tensorflow_settings import CHILD_PRELUDE
+from tests._training_fixtures import subprocess_env
 
 
 def _probability_logits(rows):
@@ -55,7 +57,10 @@ def test_loss_config_round_trip():
     assert kt.LabelSmoothedCrossEntropy.from_config(loss.get_config()).label_smoothing == 0.2
 
 
-MIRRORED = """
+# CHILD_PRELUDE: Grappler off, as in the test processes (tests/_tensorflow_settings.py).
+MIRRORED = (
+    CHILD_PRELUDE
+    + """
 import os
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import numpy as np, tensorflow as tf
@@ -79,6 +84,7 @@ for strategy in (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(["
                             shuffle=False).history["loss"][0])
 print("LOSSES", *losses)
 """
+)
 
 
 def test_reported_loss_is_the_same_under_mirrored_strategy():
@@ -86,7 +92,11 @@ def test_reported_loss_is_the_same_under_mirrored_strategy():
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-c", MIRRORED], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", MIRRORED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     single, mirrored = map(float, result.stdout.split("LOSSES")[-1].split())
