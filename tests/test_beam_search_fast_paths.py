@@ -111,11 +111,13 @@ def test_a_search_over_unknown_shapes_equals_one_over_known_shapes(search):
     model = tiny_model(vocab_size=9, max_length=40, seed=4, sharpen=2.0)
     rng = np.random.default_rng(0)
     source_ids = padded([list(rng.integers(4, 9, size=n)) + [EOS] for n in (1, 8, 4, 6, 2, 5)])
-    if search == "beam":
-        beam = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=20)
-        run = lambda source_ids: tuple(beam(model, source_ids))  # noqa: E731
-    else:
-        run = lambda source_ids: tuple(greedy_search(model, source_ids, 20))  # noqa: E731
+
+    def run(source_ids):
+        if search == "beam":
+            beam = BeamSearch(beam_size=3, alpha=ALPHA, max_extra_length=20)
+            return tuple(beam(model, source_ids))
+        return tuple(greedy_search(model, source_ids, 20))
+
     known = compile_search(run, as_decoder(model))(source_ids)
     unknown = tf.function(
         run, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False
