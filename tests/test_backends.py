@@ -1,5 +1,9 @@
 """The model is `keras.ops` only: it imports, builds and runs without TensorFlow, and on the
-JAX and PyTorch backends it computes what it computes on TensorFlow."""
+JAX and PyTorch backends it computes what it computes on TensorFlow.
+
+Each check is a script run with TensorFlow blocked; one child interpreter per backend runs all
+of that backend's scripts (`output_without_tensorflow`), since importing JAX or PyTorch is most
+of a short child's time."""
 
 import importlib.util
 import json
@@ -49,6 +53,39 @@ def run_without_tensorflow(backend, script, *args):
     return result.stdout
 
 
+# Runs several scripts in one interpreter (JAX or PyTorch takes 3-6 s to import), each as its
+# own __main__ with its own sys.argv; prints each one's output, or its traceback, by name.
+RUN_SCRIPTS = """
+    import contextlib, io, json, textwrap, traceback
+
+    results = {}
+    for name, script, args in json.load(open(sys.argv[1])):
+        sys.argv = [name, *args]
+        out = io.StringIO()
+        namespace = {"__name__": "__main__", "sys": sys, "tensorflow_loaded": tensorflow_loaded}
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(textwrap.dedent(script), name, "exec"), namespace)
+            results[name] = {"stdout": out.getvalue()}
+        except BaseException:
+            results[name] = {"stdout": out.getvalue(), "error": traceback.format_exc()}
+    print("RESULTS " + json.dumps(results))
+"""
+
+
+def run_scripts_without_tensorflow(backend, scripts, folder):
+    """`{name: stdout}` of `scripts` (`[(name, script, args)]`), all run in one interpreter
+    with KERAS_BACKEND=`backend` and TensorFlow blocked, one after the other; a script that
+    raised gives `{"error": traceback}` instead."""
+    listing = folder / f"scripts-{backend}.json"
+    listing.write_text(
+        json.dumps([(name, script, [str(arg) for arg in args]) for name, script, args in scripts])
+    )
+    stdout = run_without_tensorflow(backend, RUN_SCRIPTS, listing)
+    line = next(line for line in stdout.splitlines() if line.startswith("RESULTS "))
+    return json.loads(line[len("RESULTS ") :])
+
+
 BUILD_AND_RUN = """
     import numpy as np
     import keras
@@ -72,8 +109,8 @@ BUILD_AND_RUN = """
 
 
 @pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
-def test_model_builds_and_runs_without_tensorflow(backend):
-    assert f"OK {backend}" in run_without_tensorflow(backend, BUILD_AND_RUN)
+def test_model_builds_and_runs_without_tensorflow(backend, output_without_tensorflow):
+    assert f"OK {backend}" in output_without_tensorflow(backend, "build_and_run")
 
 
 # The forward pass and both searches of a model whose weights come from TensorFlow.
@@ -101,19 +138,11 @@ FORWARD_AND_SEARCH = """
 
 # JAX's searches are compared with TensorFlow's in test_beam_search.py.
 @pytest.mark.parametrize("backend", ["torch"])
-def test_forward_pass_and_searches_equal_tensorflow(backend, tmp_path):
-    # Peaky distributions (sharpen): random weights otherwise give near-ties that float
-    # round-off can flip between backends.
-    model = tiny_model(vocab_size=11, max_length=16, seed=8, sharpen=2.0)
-    weights = tmp_path / "tiny.weights.h5"
-    model.save_weights(weights)
-    inputs = {
-        "source_ids": [[5, 6, 7, EOS], [8, EOS, PAD, PAD]],
-        "target_ids": [[2, 9, 4, 6], [2, 10, PAD, PAD]],
-    }
-    stdout = run_without_tensorflow(
-        backend, FORWARD_AND_SEARCH, model.config.to_json(), weights, json.dumps(inputs)
-    )
+def test_forward_pass_and_searches_equal_tensorflow(
+    backend, script_inputs, output_without_tensorflow
+):
+    model, inputs = script_inputs["forward_model"], script_inputs["forward_inputs"]
+    stdout = output_without_tensorflow(backend, "forward_and_search")
     other = json.loads(
         next(line for line in stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :]
     )
@@ -146,29 +175,8 @@ TRANSLATE = """
 """
 
 
-def test_translate_a_saved_model_on_jax_without_tensorflow(tmp_path):
-    import sentencepiece
-
-    import keras_transformer as kt
-
-    text = tmp_path / "text.txt"
-    text.write_text("hello world\na b c d e f\nthe quick brown fox\n" * 20)
-    sentencepiece.SentencePieceTrainer.train(
-        input=str(text),
-        model_prefix=str(tmp_path / "vocab"),
-        vocab_size=40,
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        model_type="bpe",
-        hard_vocab_limit=False,
-    )
-    config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
-    kt.build_model(config).save(tmp_path / "model.keras")
-    assert "OK" in run_without_tensorflow(
-        "jax", TRANSLATE, tmp_path / "model.keras", tmp_path / "vocab.model"
-    )
+def test_translate_a_saved_model_on_jax_without_tensorflow(output_without_tensorflow):
+    assert "OK" in output_without_tensorflow("jax", "translate")
 
 
 CONSTRAINED_PARSE = """
@@ -207,10 +215,10 @@ CONSTRAINED_PARSE = """
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_constrained_parsing_search_compiles_without_tensorflow(backend):
+def test_constrained_parsing_search_compiles_without_tensorflow(backend, output_without_tensorflow):
     # An untrained model's outputs are arbitrary: only the constraint makes them trees. On JAX
     # the search runs under jax.jit, as Translator runs it.
-    assert f"OK {backend}" in run_without_tensorflow(backend, CONSTRAINED_PARSE)
+    assert f"OK {backend}" in output_without_tensorflow(backend, "constrained_parse")
 
 
 NO_CUDNN_TRY_FOR_PADDING_MASKS = """
@@ -247,10 +255,10 @@ NO_CUDNN_TRY_FOR_PADDING_MASKS = """
 """
 
 
-def test_padding_masks_skip_the_cudnn_attention_that_refuses_them():
+def test_padding_masks_skip_the_cudnn_attention_that_refuses_them(output_without_tensorflow):
     # On a GPU, cuDNN refused [batch, 1, 1, keys] masks and Keras logged a traceback at every
     # trace before using XLA's attention.
-    assert "OK jax" in run_without_tensorflow("jax", NO_CUDNN_TRY_FOR_PADDING_MASKS)
+    assert "OK jax" in output_without_tensorflow("jax", "no_cudnn_try_for_padding_masks")
 
 
 CARRIED_VOCABULARY = """
@@ -266,15 +274,15 @@ CARRIED_VOCABULARY = """
 """
 
 
-@pytest.fixture(scope="module")
-def keras_file_with_its_vocabulary(tmp_path_factory):
+def keras_file_with_its_vocabulary(folder):
     """A `.keras` file saved into a run folder as training saves it (carrying the run's
     vocabulary), alone in its folder, and its translations on TensorFlow."""
     from keras_transformer.runs.models import atomic_save_model
     from keras_transformer.translation import Translator
     from tests._decoding_fixtures import SENTENCES, train_char_vocabulary
 
-    run = tmp_path_factory.mktemp("run")
+    run = folder / "run"
+    run.mkdir()
     os.replace(train_char_vocabulary(run), run / "vocab.model")
     model = tiny_model(vocab_size=25, max_length=48, seed=21, sharpen=2.0)
     atomic_save_model(model, run / "model.keras")
@@ -285,10 +293,98 @@ def keras_file_with_its_vocabulary(tmp_path_factory):
     return run / "model.keras", json.dumps(expected)
 
 
+def saved_model_and_vocabulary(folder):
+    """A random model saved as a `.keras` file and a 40-piece SentencePiece vocabulary."""
+    import sentencepiece
+
+    import keras_transformer as kt
+
+    text = folder / "text.txt"
+    text.write_text("hello world\na b c d e f\nthe quick brown fox\n" * 20)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(folder / "vocab"),
+        vocab_size=40,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        model_type="bpe",
+        hard_vocab_limit=False,
+    )
+    config = kt.TransformerConfig(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2)
+    kt.build_model(config).save(folder / "model.keras")
+    return folder / "model.keras", folder / "vocab.model"
+
+
+def tiny_weights_and_inputs(folder):
+    """A tiny model with peaky distributions (sharpen: random weights otherwise give near-ties
+    that float round-off can flip between backends), its saved weights, and token inputs."""
+    model = tiny_model(vocab_size=11, max_length=16, seed=8, sharpen=2.0)
+    model.save_weights(folder / "tiny.weights.h5")
+    inputs = {
+        "source_ids": [[5, 6, 7, EOS], [8, EOS, PAD, PAD]],
+        "target_ids": [[2, 9, 4, 6], [2, 10, PAD, PAD]],
+    }
+    return model, folder / "tiny.weights.h5", inputs
+
+
+@pytest.fixture(scope="module")
+def script_inputs(tmp_path_factory):
+    """What the child scripts read, made on TensorFlow in this process."""
+    folder = tmp_path_factory.mktemp("backends")
+    model, weights, inputs = tiny_weights_and_inputs(folder)
+    return {
+        "forward_model": model,
+        "forward_inputs": inputs,
+        "args": {
+            "forward_and_search": (model.config.to_json(), weights, json.dumps(inputs)),
+            "translate": saved_model_and_vocabulary(folder),
+            "carried_vocabulary": keras_file_with_its_vocabulary(folder),
+        },
+        "folder": folder,
+    }
+
+
+# name: (script, the backends it runs on), in the order a child runs them. The cuDNN check
+# comes last: it patches JAX's attention for the rest of its interpreter.
+SCRIPTS = {
+    "build_and_run": (BUILD_AND_RUN, ("numpy", "jax", "torch")),
+    "forward_and_search": (FORWARD_AND_SEARCH, ("torch",)),
+    "translate": (TRANSLATE, ("jax",)),
+    "constrained_parse": (CONSTRAINED_PARSE, ("jax", "torch")),
+    "carried_vocabulary": (CARRIED_VOCABULARY, ("jax", "torch")),
+    "no_cudnn_try_for_padding_masks": (NO_CUDNN_TRY_FOR_PADDING_MASKS, ("jax",)),
+}
+
+
+@pytest.fixture(scope="module")
+def output_without_tensorflow(script_inputs):
+    """`output(backend, name)`: the stdout of script `name` of SCRIPTS on `backend`, from one
+    child per backend that runs all of that backend's scripts (started at the first call)."""
+    outputs = {}
+
+    def output(backend, name):
+        if backend not in outputs:
+            scripts = [
+                (script_name, script, script_inputs["args"].get(script_name, ()))
+                for script_name, (script, backends) in SCRIPTS.items()
+                if backend in backends
+            ]
+            outputs[backend] = run_scripts_without_tensorflow(
+                backend, scripts, script_inputs["folder"]
+            )
+        result = outputs[backend][name]
+        if "error" in result:
+            pytest.fail(f"{name} on {backend} raised:\n{result['error'][-3000:]}")
+        return result["stdout"]
+
+    return output
+
+
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_a_keras_file_translates_with_its_own_vocabulary_without_tensorflow(
-    backend, keras_file_with_its_vocabulary
+    backend, output_without_tensorflow
 ):
     """On JAX and PyTorch the file translates with nothing beside it, as on TensorFlow."""
-    path, expected = keras_file_with_its_vocabulary
-    assert f"OK {backend}" in run_without_tensorflow(backend, CARRIED_VOCABULARY, path, expected)
+    assert f"OK {backend}" in output_without_tensorflow(backend, "carried_vocabulary")
