@@ -1,4 +1,4 @@
-"""Shared helpers of the strategy tests (tests/test_training_strategies.py, *_mirrored_train.py,
+"""Shared helpers of the strategy tests (tests/test_training_strategies.py,
 *_multi_worker_resume.py): free localhost ports for a cluster, and what a child process
 records of a `train()` call: the loss of every update and the weights before the first.
 

@@ -1,8 +1,18 @@
-"""Strategies: MirroredStrategy on 2 logical CPUs matches one device; two multi-worker
-processes on localhost train in lockstep.
+"""Strategies: MirroredStrategy on 2 logical CPUs matches one device, in `fit` and in the
+whole `train()`; two multi-worker processes on localhost train in lockstep and end where one
+worker with two replicas ends.
 
 Logical CPU devices must be configured before TensorFlow initialises, and a multi-worker
-cluster needs separate processes, so both run in child interpreters.
+cluster needs separate processes, so both run in child interpreters: one child with two
+logical CPUs runs every mirrored and one-device run (among them the one-worker reference of
+the cluster), then the two workers run.
+
+`train()` mirrored against one device on the same global batches: each replica's token budget
+is half the one device's, and the budgets divide by every bucket's longest length (max_length
+8: buckets of at most 7 and 8 tokens, per-replica budget 56), so that both pipelines cut the
+same batches from the same shuffled stream; the mirrored run splits each of them in halves.
+Dropout 0: a replica's masks for half a batch are not the rows of the masks one device draws
+for the whole batch.
 """
 
 import json
@@ -14,7 +24,6 @@ import numpy as np
 import pytest
 
 from tests._strategy_fixtures import STEP_LOSSES, free_ports
-from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import (
     PYTHON,
     REPO,
@@ -24,7 +33,7 @@ from tests._training_fixtures import (
     write_reverse_corpus,
 )
 
-MIRRORED_SCRIPT = CHILD_PRELUDE + textwrap.dedent("""
+MIRRORED_SCRIPT = STEP_LOSSES + textwrap.dedent("""
     import json, sys
     from keras_transformer.training import make_strategy
     mirrored = make_strategy("mirrored", num_devices=2)  # before any other TensorFlow op
@@ -71,7 +80,27 @@ MIRRORED_SCRIPT = CHILD_PRELUDE + textwrap.dedent("""
     moved = max(float(np.max(np.abs(a - b))) for a, b in zip(initial, mirrored_weights))
 
     # The whole entry point under "mirrored": per-replica budgets, dev loss, checkpoints.
-    result = train(sys.argv[1])
+    entry_config, mirrored_config, one_device_config, folder, one_worker_config = sys.argv[1:6]
+    result = train(entry_config)
+
+    # train() mirrored and on one device, on the same global batches: every update's loss.
+    for name, config in (("mirrored", mirrored_config), ("one_device", one_device_config)):
+        losses = StepLosses()
+        compared = train(config, callbacks=[losses])
+        np.savez(f"{folder}/{name}.npz", losses=losses.losses,
+                 names=[weight.path for weight in compared.model.weights],
+                 replicas=compared.num_replicas, accumulation=compared.accumulation_steps,
+                 **{f"initial-{i:03d}": w for i, w in enumerate(losses.initial)},
+                 **{f"final-{i:03d}": w for i, w in enumerate(compared.model.get_weights())})
+
+    # The multi-worker cluster's reference: one worker with the same 2 replicas.
+    losses = StepLosses()
+    one_worker = train(one_worker_config, callbacks=[losses])
+    assert (one_worker.step, one_worker.num_replicas) == (3, 2), (
+        one_worker.step, one_worker.num_replicas)
+    np.savez(f"{folder}/one_worker.npz", *one_worker.model.get_weights())
+    np.savez(f"{folder}/one_worker-steps.npz", *losses.initial, losses=losses.losses)
+
     print(json.dumps({
         "replicas": mirrored.num_replicas_in_sync, "single_loss": single_loss,
         "mirrored_loss": mirrored_loss, "weight_difference": weight_difference,
@@ -80,8 +109,60 @@ MIRRORED_SCRIPT = CHILD_PRELUDE + textwrap.dedent("""
 """)
 
 
+TRAIN_STEPS = 6  # of the mirrored and one-device train() runs compared update by update
+
+
+def _compared_config(output_dir, corpus, strategy, token_budget):
+    return tiny_config(
+        output_dir,
+        corpus,
+        strategy=strategy,
+        num_devices=2 if strategy == "mirrored" else None,
+        data={"dev": None, "max_length": 8, "token_budget": token_budget},
+        schedule={
+            "train_steps": TRAIN_STEPS,
+            "eval_every_steps": TRAIN_STEPS,
+            # Two micro-batches of 112 tokens per update on either side.
+            "tokens_per_update": 224,
+        },
+        checkpoints={"every_steps": TRAIN_STEPS, "average_last": 0},
+    )
+
+
 @pytest.fixture(scope="module")
-def mirrored_run(tmp_path_factory):
+def cluster_configs(tmp_path_factory):
+    """The multi-worker cluster's config and that of its one-worker reference (the same 2
+    replicas on 2 logical CPUs, so the same global batches; only the cluster differs)."""
+    tmp_path = tmp_path_factory.mktemp("multi_worker")
+    from keras_transformer.data import TextPairCorpus, train_vocabulary
+
+    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
+    vocabulary = train_vocabulary(
+        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
+        str(tmp_path / "vocab"),
+        vocab_size=320,
+    )
+    config = tiny_config(
+        tmp_path / "run",
+        corpus,
+        strategy="multi_worker",
+        data={"vocab": vocabulary.path, "dev": None},
+        schedule={"train_steps": 3, "eval_every_steps": 3},
+        checkpoints={"every_steps": 3},
+    )
+    one_worker = {**config, "strategy": "mirrored", "num_devices": 2}
+    one_worker["output_dir"] = str(tmp_path / "one")
+    return {
+        "folder": tmp_path,
+        "config": write_config(tmp_path / "config.json", config),
+        "one_worker": write_config(tmp_path / "one_worker.json", one_worker),
+    }
+
+
+@pytest.fixture(scope="module")
+def mirrored_run(tmp_path_factory, cluster_configs):
+    """The child with two logical CPUs: fit and train() mirrored against one device, and the
+    cluster's one-worker reference (saved into the cluster's folder)."""
     directory = tmp_path_factory.mktemp("mirrored")
     corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=400)
     config = write_config(
@@ -95,20 +176,46 @@ def mirrored_run(tmp_path_factory):
             checkpoints={"every_steps": 2},
         ),
     )
+    compared_corpus = write_reverse_corpus(directory / "compared", train_lines=300, dev_lines=4)
+    compared = [
+        write_config(
+            directory / f"{name}.json",
+            _compared_config(directory / name, compared_corpus, strategy, budget),
+        )
+        for name, strategy, budget in (("mirrored", "mirrored", 56), ("one", "auto", 112))
+    ]
     script = directory / "mirrored.py"
     script.write_text(MIRRORED_SCRIPT)
     completed = subprocess.run(
-        [PYTHON, str(script), config],
+        [PYTHON, str(script), config, *compared, directory, cluster_configs["one_worker"]],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env=subprocess_env(),
         cwd=REPO,
     )
     assert completed.returncode == 0, completed.stderr[-6000:]
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     result["run_dir"] = directory / "run"
+    result["folder"] = directory
     return result
+
+
+@pytest.fixture(scope="module")
+def runs(mirrored_run):
+    """The mirrored and one-device train() runs on the same global batches."""
+    results = {}
+    for name in ("mirrored", "one_device"):
+        saved = np.load(mirrored_run["folder"] / f"{name}.npz")
+        results[name] = {
+            "losses": saved["losses"],
+            "names": [str(name) for name in saved["names"]],
+            "replicas": int(saved["replicas"]),
+            "accumulation": int(saved["accumulation"]),
+            "initial": [saved[k] for k in sorted(saved.files) if k.startswith("initial-")],
+            "final": [saved[k] for k in sorted(saved.files) if k.startswith("final-")],
+        }
+    return results
 
 
 def test_mirrored_two_cpus_matches_one_device(mirrored_run):
@@ -127,6 +234,44 @@ def test_train_entry_under_mirrored(mirrored_run):
     assert np.isfinite(history["loss"]).all() and np.isfinite(history["val_perplexity"]).all()
     checkpoints = sorted(os.listdir(mirrored_run["run_dir"] / "checkpoints"))
     assert "ckpt-2.index" in checkpoints and "ckpt-4.index" in checkpoints
+
+
+def test_the_runs_are_two_replicas_and_one_with_the_same_updates(runs):
+    mirrored, one_device = runs["mirrored"], runs["one_device"]
+    assert (mirrored["replicas"], one_device["replicas"]) == (2, 1)
+    assert mirrored["accumulation"] == one_device["accumulation"] == 2
+    assert len(mirrored["losses"]) == len(one_device["losses"]) == TRAIN_STEPS
+    # The same initial weights (the config's seed), so that what follows compares training.
+    for a, b in zip(mirrored["initial"], one_device["initial"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_every_update_has_the_loss_of_one_device(runs):
+    mirrored, one_device = runs["mirrored"]["losses"], runs["one_device"]["losses"]
+    print(json.dumps({"mirrored": mirrored.tolist(), "one_device": one_device.tolist()}))
+    # The losses move from update to update (other batches, learning), so agreement at every
+    # update is no accident; they differ by float32 rounding only (sums in another order).
+    assert np.ptp(one_device) > 0.05
+    np.testing.assert_allclose(mirrored, one_device, rtol=1e-5)
+
+
+def test_the_weights_end_where_one_device_ends(runs):
+    mirrored, one_device = runs["mirrored"], runs["one_device"]
+    moved = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(one_device["initial"], one_device["final"])
+    )
+    differences = {
+        name: float(np.max(np.abs(a - b)))
+        for name, a, b in zip(mirrored["names"], mirrored["final"], one_device["final"])
+    }
+    print(json.dumps({"moved": moved, "differences": differences}))
+    assert moved > 1e-2  # training changed the weights
+    # Except the attention key biases: their gradient is zero in exact arithmetic (q.b_k is
+    # the same for every key, and softmax ignores it), and Adam divides their rounding noise
+    # by its own size, which makes full-size steps either way. Nothing else depends on them.
+    compared = {name: d for name, d in differences.items() if not name.endswith("/key/bias")}
+    assert len(compared) == len(differences) - 3  # three attentions
+    assert max(compared.values()) < 1e-4 * moved
 
 
 WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
@@ -187,40 +332,11 @@ WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
 """)
 
 
-ONE_WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
-    import sys
-    import numpy as np
-    from keras_transformer.training import train
-    losses = StepLosses()
-    result = train(sys.argv[1], callbacks=[losses])
-    assert (result.step, result.num_replicas) == (3, 2), (result.step, result.num_replicas)
-    np.savez(sys.argv[2], *result.model.get_weights())
-    np.savez(sys.argv[2][:-4] + "-steps.npz", *losses.initial, losses=losses.losses)
-""")
-
-
 @pytest.fixture(scope="module")
-def multi_worker_run(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("multi_worker")
-    from keras_transformer.data import TextPairCorpus, train_vocabulary
-
-    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
-    vocabulary = train_vocabulary(
-        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
-        str(tmp_path / "vocab"),
-        vocab_size=320,
-    )
-    config = write_config(
-        tmp_path / "config.json",
-        tiny_config(
-            tmp_path / "run",
-            corpus,
-            strategy="multi_worker",
-            data={"vocab": vocabulary.path, "dev": None},
-            schedule={"train_steps": 3, "eval_every_steps": 3},
-            checkpoints={"every_steps": 3},
-        ),
-    )
+def multi_worker_run(cluster_configs, mirrored_run):
+    tmp_path, config = cluster_configs["folder"], cluster_configs["config"]
+    for name in ("one_worker.npz", "one_worker-steps.npz"):  # the reference, by the mirrored child
+        os.replace(mirrored_run["folder"] / name, tmp_path / name)
     script = tmp_path / "worker.py"
     script.write_text(WORKER_SCRIPT)
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
@@ -255,21 +371,6 @@ def multi_worker_run(tmp_path_factory):
     for process, (stdout, stderr) in zip(processes, outputs):
         assert process.returncode == 0, stderr[-6000:]
         assert "step 3 replicas 2" in stdout
-    # The reference: train() on one worker with the same 2 replicas (2 logical CPUs), so the
-    # same global batches; only the cluster differs.
-    with open(config) as file:
-        one_worker = json.load(file)
-    one_worker.update(strategy="mirrored", num_devices=2, output_dir=str(tmp_path / "one"))
-    one_worker_config = write_config(tmp_path / "one_worker.json", one_worker)
-    completed = subprocess.run(
-        [PYTHON, "-c", ONE_WORKER_SCRIPT, one_worker_config, str(tmp_path / "one_worker.npz")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=subprocess_env(),
-        cwd=REPO,
-    )
-    assert completed.returncode == 0, completed.stderr[-6000:]
     return tmp_path
 
 
