@@ -1,6 +1,7 @@
 """Shared helpers of the strategy tests (tests/test_training_strategies.py,
-*_multi_worker_resume.py): free localhost ports for a cluster, and what a child process
-records of a `train()` call: the loss of every update and the weights before the first.
+*_multi_worker_resume.py): a corpus with its vocabulary trained beforehand, free localhost ports
+for a cluster, and what a child process records of a `train()` call: the loss of every update
+and the weights before the first.
 
 `STEP_LOSSES` is source code for the child scripts: a Keras callback class `StepLosses` whose
 `losses` are each update's token-mean loss, read from the model's running counters
@@ -11,6 +12,7 @@ the weights as training began.
 import socket
 
 from tests._tensorflow_settings import CHILD_PRELUDE
+from tests._training_fixtures import write_reverse_corpus
 
 STEP_LOSSES = (
     CHILD_PRELUDE
@@ -34,6 +36,21 @@ class StepLosses(_keras.callbacks.Callback):
         self.losses.append((loss - last_loss) / (tokens - last_tokens))
 """
 )
+
+
+def corpus_with_vocabulary(folder, dev_lines):
+    """A reverse-copy corpus (tests/_training_fixtures.py) of 200 training lines and its
+    320-piece vocabulary, trained beforehand as a multi-worker run needs it; returns the
+    corpus's files and the vocabulary's path."""
+    from keras_transformer.data import TextPairCorpus, train_vocabulary
+
+    corpus = write_reverse_corpus(folder / "corpus", train_lines=200, dev_lines=dev_lines)
+    vocabulary = train_vocabulary(
+        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
+        str(folder / "vocab"),
+        vocab_size=320,
+    )
+    return corpus, vocabulary.path
 
 
 def free_ports(count):

@@ -27,8 +27,8 @@ from tests._kill_fixtures import (  # noqa: F401 (show_kill_seed: an autouse fix
     show_kill_seed,
     wait_for,
 )
-from tests._strategy_fixtures import free_ports
-from tests._training_fixtures import tiny_config, write_config, write_reverse_corpus
+from tests._strategy_fixtures import corpus_with_vocabulary, free_ports
+from tests._training_fixtures import tiny_config, write_config
 
 pytestmark = pytest.mark.timeout(480)
 
@@ -59,15 +59,8 @@ def _finish(workers):
 
 @pytest.fixture(scope="module")
 def killed_cluster(tmp_path_factory):
-    from keras_transformer.data import TextPairCorpus, train_vocabulary
-
     directory = tmp_path_factory.mktemp("multi-worker-resume")
-    corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=4)
-    vocab = train_vocabulary(
-        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
-        str(directory / "vocab"),
-        vocab_size=320,
-    ).path
+    corpus, vocab = corpus_with_vocabulary(directory, dev_lines=4)
     killed = write_config(directory / "killed.json", _config(directory / "killed", corpus, vocab))
     reference = write_config(
         directory / "reference.json", _config(directory / "reference", corpus, vocab)

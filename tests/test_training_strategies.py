@@ -23,7 +23,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests._strategy_fixtures import STEP_LOSSES, free_ports
+from tests._strategy_fixtures import STEP_LOSSES, corpus_with_vocabulary, free_ports
 from tests._training_fixtures import (
     PYTHON,
     REPO,
@@ -134,19 +134,12 @@ def cluster_configs(tmp_path_factory):
     """The multi-worker cluster's config and that of its one-worker reference (the same 2
     replicas on 2 logical CPUs, so the same global batches; only the cluster differs)."""
     tmp_path = tmp_path_factory.mktemp("multi_worker")
-    from keras_transformer.data import TextPairCorpus, train_vocabulary
-
-    corpus = write_reverse_corpus(tmp_path / "corpus", train_lines=200, dev_lines=20)
-    vocabulary = train_vocabulary(
-        [TextPairCorpus(corpus["train_source"], corpus["train_target"])],
-        str(tmp_path / "vocab"),
-        vocab_size=320,
-    )
+    corpus, vocabulary = corpus_with_vocabulary(tmp_path, dev_lines=20)
     config = tiny_config(
         tmp_path / "run",
         corpus,
         strategy="multi_worker",
-        data={"vocab": vocabulary.path, "dev": None},
+        data={"vocab": vocabulary, "dev": None},
         schedule={"train_steps": 3, "eval_every_steps": 3},
         checkpoints={"every_steps": 3},
     )
