@@ -155,7 +155,8 @@ def cluster_configs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mirrored_run(tmp_path_factory, cluster_configs):
     """The child with two logical CPUs: fit and train() mirrored against one device, and the
-    cluster's one-worker reference (saved into the cluster's folder)."""
+    cluster's one-worker reference (its files in this run's folder, until `multi_worker_run`
+    moves them beside the cluster's)."""
     directory = tmp_path_factory.mktemp("mirrored")
     corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=400)
     config = write_config(
