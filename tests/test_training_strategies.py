@@ -80,7 +80,8 @@ MIRRORED_SCRIPT = STEP_LOSSES + textwrap.dedent("""
     moved = max(float(np.max(np.abs(a - b))) for a, b in zip(initial, mirrored_weights))
 
     # The whole entry point under "mirrored": per-replica budgets, dev loss, checkpoints.
-    entry_config, mirrored_config, one_device_config, folder, one_worker_config = sys.argv[1:6]
+    entry_config, mirrored_config, one_device_config, folder = sys.argv[1:5]
+    one_worker_config, one_worker_folder = sys.argv[5:7]
     result = train(entry_config)
 
     # train() mirrored and on one device, on the same global batches: every update's loss.
@@ -98,8 +99,8 @@ MIRRORED_SCRIPT = STEP_LOSSES + textwrap.dedent("""
     one_worker = train(one_worker_config, callbacks=[losses])
     assert (one_worker.step, one_worker.num_replicas) == (3, 2), (
         one_worker.step, one_worker.num_replicas)
-    np.savez(f"{folder}/one_worker.npz", *one_worker.model.get_weights())
-    np.savez(f"{folder}/one_worker-steps.npz", *losses.initial, losses=losses.losses)
+    np.savez(f"{one_worker_folder}/one_worker.npz", *one_worker.model.get_weights())
+    np.savez(f"{one_worker_folder}/one_worker-steps.npz", *losses.initial, losses=losses.losses)
 
     print(json.dumps({
         "replicas": mirrored.num_replicas_in_sync, "single_loss": single_loss,
@@ -155,8 +156,7 @@ def cluster_configs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mirrored_run(tmp_path_factory, cluster_configs):
     """The child with two logical CPUs: fit and train() mirrored against one device, and the
-    cluster's one-worker reference (its files in this run's folder, until `multi_worker_run`
-    moves them beside the cluster's)."""
+    cluster's one-worker reference (its files written beside the cluster's)."""
     directory = tmp_path_factory.mktemp("mirrored")
     corpus = write_reverse_corpus(directory / "corpus", train_lines=200, dev_lines=400)
     config = write_config(
@@ -181,7 +181,15 @@ def mirrored_run(tmp_path_factory, cluster_configs):
     script = directory / "mirrored.py"
     script.write_text(MIRRORED_SCRIPT)
     completed = subprocess.run(
-        [PYTHON, str(script), config, *compared, directory, cluster_configs["one_worker"]],
+        [
+            PYTHON,
+            str(script),
+            config,
+            *compared,
+            directory,
+            cluster_configs["one_worker"],
+            cluster_configs["folder"],
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -329,8 +337,7 @@ WORKER_SCRIPT = STEP_LOSSES + textwrap.dedent("""
 @pytest.fixture(scope="module")
 def multi_worker_run(cluster_configs, mirrored_run):
     tmp_path, config = cluster_configs["folder"], cluster_configs["config"]
-    for name in ("one_worker.npz", "one_worker-steps.npz"):  # the reference, by the mirrored child
-        os.replace(mirrored_run["folder"] / name, tmp_path / name)
+    # mirrored_run wrote the one-worker reference (one_worker*.npz) into the cluster's folder.
     script = tmp_path / "worker.py"
     script.write_text(WORKER_SCRIPT)
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
