@@ -12,6 +12,7 @@ needs only `sentencepiece` until a TensorFlow tokenizer is asked for.
     marian_vocabulary.py  MarianVocabulary: an imported OPUS-MT model's two SentencePiece
                    models and id table
     pipeline.py    make_dataset: text pairs -> ({"source_ids", "target_ids"}, labels) batches
+    options.py     the tf.data options of the package's datasets (no autotuning thread)
 
 Example:
     >>> from keras_transformer import data

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
+from keras_transformer.data.options import without_autotune_thread
 from keras_transformer.errors import UserInputError, not_utf8_message
 
 logger = logging.getLogger(__name__)
@@ -449,7 +450,7 @@ class TfdsCorpus(ParallelCorpus):
         return self._load().map(lambda example: (example[source], example[target]))
 
     def pairs(self):
-        for source, target in self.to_dataset().as_numpy_iterator():
+        for source, target in without_autotune_thread(self.to_dataset()).as_numpy_iterator():
             yield source.decode("utf-8"), target.decode("utf-8")
 
 

@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from keras_transformer.data import batching
 from keras_transformer.data.corpora import ParallelCorpus, check_corpora
+from keras_transformer.data.options import without_autotune_thread
 from keras_transformer.data.vocabulary import BOS_ID, EOS_ID, load_vocabulary
 from keras_transformer.errors import UserInputError
 
@@ -360,7 +361,8 @@ class TranslationPipeline:
             else:
                 corpus_batches = self._tokenize_batches(corpus.to_dataset(), _REPORT_BATCH)
             batches = corpus_batches if batches is None else batches.concatenate(corpus_batches)
-        counts = batches.map(count, num_parallel_calls=tf.data.AUTOTUNE).reduce(
+        counts = batches.map(count, num_parallel_calls=tf.data.AUTOTUNE)
+        counts = without_autotune_thread(counts).reduce(
             {
                 "read": tf.constant(0, tf.int64),
                 "empty": tf.constant(0, tf.int64),
@@ -455,7 +457,7 @@ class TranslationPipeline:
         options.experimental_distribute.auto_shard_policy = (
             tf.data.experimental.AutoShardPolicy.DATA
         )
-        return batches.with_options(options)
+        return without_autotune_thread(batches.with_options(options))
 
 
 def make_dataset(

@@ -17,6 +17,8 @@ import threading
 import keras
 import tensorflow as tf
 
+from keras_transformer.data.options import without_autotune_thread
+
 
 class CheckpointableFeed:
     """Batches of `dataset` for `fit`, with a position that checkpoints can hold.
@@ -48,7 +50,8 @@ class CheckpointableFeed:
 
     def dataset(self):
         """The dataset to give `fit`: the batches, in order, from the host iterator."""
-        return tf.data.Dataset.from_generator(self._elements, output_signature=self.element_spec)
+        feed = tf.data.Dataset.from_generator(self._elements, output_signature=self.element_spec)
+        return without_autotune_thread(feed)
 
     def _elements(self):
         while True:
