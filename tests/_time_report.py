@@ -1,5 +1,6 @@
 """Where the suite's time goes: a pytest plugin that records, for every test, its wall time,
-the CPU time of its process and that of the child processes it started and waited for.
+the CPU time of its process and that of the child processes it started and waited for
+(those forked for it by tests/_preloaded_python.py's servers included).
 
 Wall time alone hides why a test is long on the 2-core CI machine: its own work, the work of
 the interpreters it starts, or waiting (a shared build's lock, the other worker's processes
@@ -22,12 +23,17 @@ import time
 
 import pytest
 
+from tests import _preloaded_python
+
 PREFIX_VARIABLE = "KT_TIME_REPORT"
 
 
 def _cpu_seconds(who):
     usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
+    seconds = usage.ru_utime + usage.ru_stime
+    if who == resource.RUSAGE_CHILDREN:  # with the children forked for this process
+        seconds += _preloaded_python.children_cpu()
+    return seconds
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -9,12 +9,11 @@ import json
 import os
 import pathlib
 import random
-import subprocess
 import sys
 
 import numpy as np
 
-from tests import _tensorflow_settings
+from tests import _preloaded_python, _tensorflow_settings
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -125,7 +124,7 @@ def subprocess_env(*, users_kernels=False, path_first=(), **extra):
 
 def run_python(code, timeout=240, **env):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess (asserting success)."""
-    result = subprocess.run(
+    result = _preloaded_python.run(
         [PYTHON, "-c", code],
         capture_output=True,
         text=True,

@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import textwrap
 
@@ -17,6 +16,7 @@ tf = pytest.importorskip("tensorflow")
 from keras_transformer.data import pipeline as data_pipeline  # noqa: E402
 from keras_transformer.data.corpora import TextPairCorpus  # noqa: E402
 from keras_transformer.errors import UserInputError  # noqa: E402
+from tests import _preloaded_python  # noqa: E402
 from tests._tensorflow_settings import CHILD_PRELUDE  # noqa: E402
 from tests.data_fixtures import (  # noqa: E402
     multi30k_paths,
@@ -310,7 +310,7 @@ def test_mirrored_strategy_two_logical_cpus_even_shares_and_fit_runs(tmp_path):
         KERAS_BACKEND="tensorflow",
         PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
-    completed = subprocess.run(
+    completed = _preloaded_python.run(
         [sys.executable, str(script), vocabulary.path, str(source), str(target)],
         capture_output=True,
         text=True,

@@ -2,8 +2,9 @@
 
 The contract (docs/contributing.md, "Documented examples"):
 
-- The runnable blocks of one page run in order, in one fresh Python process, so that a later
-  block may use the names of an earlier one. A ```bash block runs too when the line before it
+- The runnable blocks of one page run in order, in one new Python process (forked from one
+  that imported TensorFlow and Keras: tests/_preloaded_python.py), so that a later block may
+  use the names of an earlier one. A ```bash block runs too when the line before it
   is `<!-- example: run -->` (same folder; `keras-transformer` is on PATH).
 - The process runs in a temporary folder holding a copy of configs/ and a tiny trained run
   folder at runs/quickstart (the layout `train` leaves: config.json, vocab.model,
@@ -31,6 +32,7 @@ import textwrap
 
 import pytest
 
+from tests import _preloaded_python
 from tests._training_fixtures import REPO, subprocess_env
 
 PAGE_TIMEOUT_SECONDS = 420
@@ -214,7 +216,7 @@ for block in blocks:
 
 
 def run_blocks(blocks, workdir, env, timeout=PAGE_TIMEOUT_SECONDS):
-    """Runs `blocks` (of one page) in a fresh interpreter in `workdir`; returns None when all
+    """Runs `blocks` (of one page) in a new interpreter in `workdir`; returns None when all
     pass, else a message naming the page, the block's line and the error."""
     workdir = pathlib.Path(workdir)
     listing = workdir / ".doc_examples.json"
@@ -230,7 +232,7 @@ def run_blocks(blocks, workdir, env, timeout=PAGE_TIMEOUT_SECONDS):
     )
     driver.write_text(DRIVER, encoding="utf-8")
     try:
-        result = subprocess.run(
+        result = _preloaded_python.run(
             [sys.executable, str(driver), str(listing)],
             cwd=workdir,
             env=env,

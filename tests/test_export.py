@@ -3,7 +3,6 @@ session loader and by `tf.saved_model.load`, with hostile inputs and concurrent 
 
 import json
 import shutil
-import subprocess
 import sys
 import textwrap
 import threading
@@ -19,7 +18,7 @@ from keras_transformer.decoding.settings import check_decoding_settings
 from keras_transformer.errors import UserInputError
 from keras_transformer.export import check_serving_ops, export_saved_model, saved_model_ops
 from keras_transformer.translation import Translator
-from tests import _export_fixtures
+from tests import _export_fixtures, _preloaded_python
 from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import subprocess_env
 
@@ -496,7 +495,7 @@ LOADER = CHILD_PRELUDE + textwrap.dedent(
 
 
 def test_loads_in_a_fresh_process_without_our_code(exported):
-    result = subprocess.run(
+    result = _preloaded_python.run(
         [sys.executable, "-c", LOADER, str(exported["path"]), json.dumps(SENTENCES)],
         capture_output=True,
         text=True,

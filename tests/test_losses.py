@@ -4,6 +4,7 @@ import numpy as np
 from keras import ops
 
 import keras_transformer as kt
+from tests import _preloaded_python
 from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import subprocess_env
 
@@ -88,10 +89,9 @@ print("LOSSES", *losses)
 
 
 def test_reported_loss_is_the_same_under_mirrored_strategy():
-    import subprocess
     import sys
 
-    result = subprocess.run(
+    result = _preloaded_python.run(
         [sys.executable, "-c", MIRRORED],
         capture_output=True,
         text=True,

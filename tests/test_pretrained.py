@@ -8,7 +8,6 @@ so every output runs to its length cap: the caps are set alike on both sides (`_
 """
 
 import json
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -24,6 +23,7 @@ from keras_transformer.cli import main as cli_main  # noqa: E402
 from keras_transformer.errors import UserInputError  # noqa: E402
 from keras_transformer.importers import import_checkpoint  # noqa: E402
 from keras_transformer.translation import Translator, translate  # noqa: E402
+from tests import _preloaded_python  # noqa: E402
 from tests._marian_fixtures import (  # noqa: E402
     GENERATION,
     SOURCE_SENTENCES,
@@ -223,7 +223,7 @@ LOADER = CHILD_PRELUDE + textwrap.dedent(
 
 
 def test_saved_model_text_equals_translate(saved_model, imported):
-    result = subprocess.run(
+    result = _preloaded_python.run(
         [sys.executable, "-c", LOADER, str(saved_model), json.dumps(SENTENCES)],
         capture_output=True,
         text=True,

@@ -2,12 +2,12 @@
 describe valid configs with the paper's settings."""
 
 import json
-import subprocess
 
 import keras
 import numpy as np
 
 from keras_transformer.runs.layout import OutputDir
+from tests import _preloaded_python
 from tests._training_fixtures import PYTHON, REPO, load_pipeline, subprocess_env
 
 TINY = [
@@ -47,7 +47,7 @@ def test_multi30k_short_schedule_end_to_end(data_dir, tmp_path, capsys):
     ]
     for override in TINY:
         command += ["--set", override]
-    completed = subprocess.run(
+    completed = _preloaded_python.run(
         command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0, completed.stderr[-6000:]

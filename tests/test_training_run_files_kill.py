@@ -9,11 +9,11 @@ aside, the one moment the order of the two writes matters.
 
 import json
 import signal
-import subprocess
 import textwrap
 
 import pytest
 
+from tests import _preloaded_python
 from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import (
     PYTHON,
@@ -99,7 +99,7 @@ def starts(tmp_path_factory):
     again = write_config(
         directory / "again.json", _config(run_dir, corpus, dropout=0.1, train_steps=4)
     )
-    completed = subprocess.run(
+    completed = _preloaded_python.run(
         [PYTHON, "-c", STARTS, first, again, str(run_dir)],
         capture_output=True,
         text=True,

@@ -23,6 +23,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests import _preloaded_python
 from tests._strategy_fixtures import STEP_LOSSES, corpus_with_vocabulary, free_ports
 from tests._training_fixtures import (
     PYTHON,
@@ -180,7 +181,7 @@ def mirrored_run(tmp_path_factory, cluster_configs):
     ]
     script = directory / "mirrored.py"
     script.write_text(MIRRORED_SCRIPT)
-    completed = subprocess.run(
+    completed = _preloaded_python.run(
         [
             PYTHON,
             str(script),
