@@ -2,10 +2,11 @@
 tests/test_training_strategy_resume.py, MirroredStrategy): `train` runs in processes of their
 own that a test kills with SIGKILL and restarts with the same command.
 
-To spare each process the TensorFlow import (most of a start-up), a launcher imports once and
-forks one child per line of its stdin (the line names the config; empty: the launcher's
-default); it forks before any TensorFlow op has run, so each child starts TensorFlow's runtime
-afresh, as a new process does, and can still split the CPU into logical devices. One
+To spare each process the TensorFlow import (most of a start-up), a launcher (itself forked
+from tests/_preloaded_python.py's server) imports once and forks one child per line of its
+stdin (the line names the config; empty: the launcher's default); it forks before any
+TensorFlow op has run, so each child starts TensorFlow's runtime afresh, as a new process
+does, and can still split the CPU into logical devices. One
 test-only hook: when the file PAUSE_REQUEST exists, the next checkpoint save stops between
 writing its files and listing them in the `checkpoint` state file (the moment a kill during a
 write matters) and waits there to be killed.
@@ -31,6 +32,7 @@ import time
 import pytest
 
 from keras_transformer.runs.checkpoints import list_checkpoints
+from tests import _preloaded_python
 from tests._tensorflow_settings import CHILD_PRELUDE
 from tests._training_fixtures import PYTHON, REPO, subprocess_env
 
@@ -114,7 +116,7 @@ class Launcher:
         self.logs = directory / "logs"
         self.logs.mkdir()
         self.stderr = open(directory / "launcher.err", "w")
-        self.process = subprocess.Popen(
+        self.process = _preloaded_python.Popen(
             [PYTHON, str(runner), config, str(pause_request), str(self.logs)],
             cwd=REPO,
             env=subprocess_env(**(env or {})),

@@ -15,10 +15,12 @@ itself (start-up lines, which modules a command imports) call `subprocess` direc
 """
 
 import atexit
+import contextlib
 import json
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -238,6 +240,119 @@ def _request(args, cwd, env):
     }
 
 
+class ForkedProcess:
+    """A child forked by a preloaded server, with what the tests use of `subprocess.Popen`:
+    `pid`, `stdin`/`stdout`/`stderr` (file objects where given `subprocess.PIPE`), `poll`,
+    `wait`, `communicate`, `send_signal`, `kill`, `terminate` and `returncode`."""
+
+    def __init__(self, args, server, request, streams, text):
+        self.args, self.returncode = args, None
+        child_fds, opened = [], []
+        for number, (choice, mode) in enumerate(zip(streams, "rww")):
+            if choice == subprocess.STDOUT:
+                self.stderr = None
+                child_fds.append(child_fds[1])  # stderr into stdout's pipe or file
+            else:
+                child_fds.append(self._child_end(number, choice, mode, opened, text))
+        try:
+            self.pid, self._reply = server.start(request, child_fds)
+        finally:
+            for fd in opened:
+                os.close(fd)
+        self._ended = threading.Event()
+        self._outputs = None
+        threading.Thread(target=self._await_status, daemon=True).start()
+
+    def _child_end(self, number, choice, mode, opened, text):
+        """The child's file descriptor for its stream `number`; a pipe's other end becomes
+        this object's `stdin`, `stdout` or `stderr`."""
+        name = ("stdin", "stdout", "stderr")[number]
+        setattr(self, name, None)
+        if choice == subprocess.PIPE:
+            read_end, write_end = os.pipe()
+            child, mine = (read_end, write_end) if mode == "r" else (write_end, read_end)
+            opened.append(child)
+            ours = "w" if mode == "r" else "r"
+            setattr(self, name, open(mine, ours if text else ours + "b"))
+            return child
+        if choice == subprocess.DEVNULL:
+            opened.append(os.open(os.devnull, os.O_RDWR))
+            return opened[-1]
+        if choice is None:
+            return number
+        return choice if isinstance(choice, int) else choice.fileno()
+
+    def _await_status(self):
+        reply = json.loads(self._reply.next(None))
+        self._reply.connection.close()
+        _add_children_cpu(reply["cpu"])
+        self.returncode = os.waitstatus_to_exitcode(reply["status"])
+        self._ended.set()
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def send_signal(self, signal_number):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal_number)
+            except ProcessLookupError:
+                pass
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def communicate(self, input=None, timeout=None):
+        """As `Popen.communicate`: writes `input`, reads both pipes to their end, waits."""
+        if self._outputs is None:
+            self._outputs, self._threads = {}, []
+            for name in ("stdout", "stderr"):
+                if getattr(self, name) is not None:
+                    self._start(self._read, name)
+            if self.stdin is not None:
+                self._start(self._write, input)
+        self.wait(timeout)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        return self._outputs.get("stdout"), self._outputs.get("stderr")
+
+    def _start(self, target, argument):
+        self._threads.append(threading.Thread(target=target, args=(argument,), daemon=True))
+        self._threads[-1].start()
+
+    def _read(self, name):
+        with getattr(self, name) as pipe:
+            self._outputs[name] = pipe.read()
+
+    def _write(self, data):
+        try:
+            with self.stdin as pipe:
+                if data:
+                    pipe.write(data)
+        except BrokenPipeError:
+            pass
+
+
+def Popen(args, *, stdin=None, stdout=None, stderr=None, text=False, cwd=None, env=None):  # noqa: N802
+    """`subprocess.Popen(args, ...)` with the arguments the tests use: a `ForkedProcess`
+    when a preloaded server's fork runs `args` as a new interpreter would."""
+    env = dict(os.environ if env is None else env)
+    request = _request(list(args), cwd, env)
+    if request is None:
+        return subprocess.Popen(
+            args, stdin=stdin, stdout=stdout, stderr=stderr, text=text, cwd=cwd, env=env
+        )
+    return ForkedProcess(args, _server(env), request, (stdin, stdout, stderr), text)
+
+
 def run(
     args,
     *,
@@ -253,109 +368,21 @@ def run(
 ):
     """`subprocess.run(args, ...)` with the arguments the tests use; a Python child starts
     from a fork of a preloaded server when that runs it as a new interpreter would."""
-    env = dict(os.environ if env is None else env)
-    request = _request(list(args), cwd, env)
-    if request is None:
-        return subprocess.run(
-            args,
-            input=input,
-            capture_output=capture_output,
-            stdout=stdout,
-            stderr=stderr,
-            text=text,
-            timeout=timeout,
-            check=check,
-            cwd=cwd,
-            env=env,
-        )
     if capture_output:
         stdout = stderr = subprocess.PIPE
-    server = _server(env)
-    opened, ours = [], []  # pipes' ends: the child's (closed once sent), ours (read, written)
-
-    def stream(choice, inherited, mode):
-        if choice == subprocess.PIPE:
-            read_end, write_end = os.pipe()
-            child, mine = (read_end, write_end) if mode == "w" else (write_end, read_end)
-            opened.append(child)
-            ours.append(mine)
-            return child, os.fdopen(mine, "wb" if mode == "w" else "rb")
-        if choice == subprocess.DEVNULL:
-            child = os.open(os.devnull, os.O_RDWR)
-            opened.append(child)
-            return child, None
-        if choice is None:
-            return inherited, None
-        return (choice if isinstance(choice, int) else choice.fileno()), None
-
-    stdin_fd, to_child = stream(subprocess.PIPE if input is not None else None, 0, "w")
-    stdout_fd, from_stdout = stream(stdout, 1, "r")
-    if stderr == subprocess.STDOUT:
-        stderr_fd, from_stderr = stdout_fd, None
-    else:
-        stderr_fd, from_stderr = stream(stderr, 2, "r")
-    try:
-        pid, reply = server.start(request, (stdin_fd, stdout_fd, stderr_fd))
-    finally:
-        for fd in opened:
-            os.close(fd)
-    outputs = {}
-
-    def drain(name, pipe):
-        outputs[name] = pipe.read()
-        pipe.close()
-
-    threads = [
-        threading.Thread(target=drain, args=(name, pipe), daemon=True)
-        for name, pipe in (("stdout", from_stdout), ("stderr", from_stderr))
-        if pipe
-    ]
-    if to_child is not None:
-        data = input.encode() if isinstance(input, str) else input
-        threads.append(
-            threading.Thread(target=_write_and_close, args=(to_child, data), daemon=True)
-        )
-    for thread in threads:
-        thread.start()
-    status = _wait(reply, pid, timeout)
-    for thread in threads:
-        thread.join(timeout=30)
-    out, err = (outputs.get(name) for name in ("stdout", "stderr"))
-    if text:
-        out, err = (None if data is None else data.decode() for data in (out, err))
-    if status is None:
-        raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err)
-    result = subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(status), out, err)
+    stdin = subprocess.PIPE if input is not None else None
+    process = Popen(args, stdin=stdin, stdout=stdout, stderr=stderr, text=text, cwd=cwd, env=env)
+    with process if isinstance(process, subprocess.Popen) else contextlib.nullcontext():
+        try:
+            out, err = process.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            raise subprocess.TimeoutExpired(args, timeout, output=out, stderr=err) from None
+    result = subprocess.CompletedProcess(args, process.returncode, out, err)
     if check:
         result.check_returncode()
     return result
-
-
-def _write_and_close(pipe, data):
-    try:
-        pipe.write(data)
-    except BrokenPipeError:
-        pass
-    finally:
-        try:
-            pipe.close()
-        except BrokenPipeError:
-            pass
-
-
-def _wait(reply, pid, timeout):
-    """The child's wait status; None, with the child killed, after `timeout` seconds."""
-    try:
-        line = reply.next(timeout)
-    except TimeoutError:
-        os.kill(pid, 9)
-        reply.next(None)  # the server reaps it
-        return None
-    finally:
-        reply.connection.close()
-    reply = json.loads(line)
-    _add_children_cpu(reply["cpu"])
-    return int(reply["status"])
 
 
 class _Lines:

@@ -126,3 +126,31 @@ def test_import_settings_choose_the_server_and_runtime_ones_do_not():
 def test_kt_test_no_preload_runs_every_child_as_a_new_process(monkeypatch):
     monkeypatch.setenv("KT_TEST_NO_PRELOAD", "1")
     assert _preloaded_python._request([sys.executable, "-c", "pass"], None, {}) is None
+
+
+def test_popen_pipes_lines_both_ways_and_merges_stderr_into_stdout():
+    process = _preloaded_python.Popen(
+        [sys.executable, "-c", ECHO],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=subprocess_env(),
+    )
+    assert isinstance(process, _preloaded_python.ForkedProcess)
+    for word in ("one", "two"):
+        process.stdin.write(word + "\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == word.upper() + "\n"  # an answer per line
+    assert process.poll() is None
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0
+    assert process.stdout.read() == "err line\n"
+
+
+ECHO = (
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    "    print(line.strip().upper(), flush=True)\n"
+    "print('err line', file=sys.stderr)"
+)

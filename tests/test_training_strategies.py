@@ -346,7 +346,7 @@ def multi_worker_run(cluster_configs, mirrored_run):
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(
-            subprocess.Popen(
+            _preloaded_python.Popen(
                 [
                     PYTHON,
                     str(script),
