@@ -4,6 +4,7 @@ KT_FAIL_ON_SKIP=1 (set by .ci/run): a skipped test fails instead, with its reaso
 has the data and every extra a test may skip without (a local run without them still skips).
 """
 
+import gc
 import os
 import pathlib
 
@@ -82,6 +83,15 @@ def pytest_make_collect_report(collector):
     # A module-level importorskip skips the whole file at collection.
     outcome = yield
     _as_failure(outcome.get_result())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _imports_out_of_full_collections():
+    """What exists once the tests are collected (the imports) lives all session: the garbage
+    collector's full passes skip it from the first test on (Keras runs one per quantized layer
+    and per `clear_session`; docs/decisions.md#gc-freeze-after-collection)."""
+    if not gc.get_freeze_count():
+        gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)
