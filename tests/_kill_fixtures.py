@@ -6,10 +6,10 @@ To spare each process the TensorFlow import (most of a start-up), a launcher (it
 from tests/_preloaded_python.py's server) imports once and forks one child per line of its
 stdin (the line names the config; empty: the launcher's default); it forks before any
 TensorFlow op has run, so each child starts TensorFlow's runtime afresh, as a new process
-does, and can still split the CPU into logical devices. One
-test-only hook: when the file PAUSE_REQUEST exists, the next checkpoint save stops between
-writing its files and listing them in the `checkpoint` state file (the moment a kill during a
-write matters) and waits there to be killed.
+does, and can still split the CPU into logical devices. One test-only hook: when the file
+PAUSE_REQUEST exists, the next checkpoint save stops between writing its files and listing
+them in the `checkpoint` state file (the moment a kill during a write matters) and waits
+there to be killed.
 
 The kill schedule (which kill comes when) is drawn anew in every test session from a seed
 that each test prints (shown with a failure); `KT_KILL_SEED=N pytest ...` replays schedule N.

@@ -1,10 +1,10 @@
 """Test children that start with TensorFlow and Keras already imported.
 
 Most of a test child's start is importing TensorFlow and Keras (about 5 s of CPU on a 2-core
-CI machine), and the suite starts dozens of children. `run` is `subprocess.run` for them: a
-server per pytest worker imports TensorFlow and Keras once and forks one child per call. It
-forks before any TensorFlow op has run and holds no other thread, so each child starts
-TensorFlow's runtime afresh as a new process does (the kill launcher of
+CI machine), and the suite starts dozens of children. `run` and `Popen` stand in for
+`subprocess`'s: a server per pytest worker imports TensorFlow and Keras once and forks one
+child per call. It forks before any TensorFlow op has run and holds no other thread, so each
+child starts TensorFlow's runtime afresh as a new process does (the kill launcher of
 tests/_kill_fixtures.py does the same for `train`); the child then runs its script, `-c` code
 or `-m` module as `python` would, exits as an interpreter does (atexit handlers, non-daemon
 threads) and reports its exit status. A call that a fork cannot serve faithfully runs as a new
@@ -163,7 +163,7 @@ class _Server:
         socket.send_fds(connection, [struct.pack("!I", len(body))], list(fds))
         connection.sendall(body)
         reply = _Lines(connection)
-        return int(json.loads(reply.next(None))["pid"]), reply
+        return int(json.loads(reply.next())["pid"]), reply
 
     def close(self):
         if self.process.poll() is None:
@@ -177,19 +177,20 @@ class _Server:
 
 _servers = {}
 _servers_lock = threading.Lock()
-_children_cpu = [0.0]  # CPU seconds of the servers' start-up and of their finished children
+_children_cpu = 0.0  # CPU seconds of the servers' start-up and of their finished children
 _children_cpu_lock = threading.Lock()
 
 
 def children_cpu():
     """CPU seconds that this process's preloaded servers and their finished children used:
     what `resource.RUSAGE_CHILDREN` would hold had the children been this process's own."""
-    return _children_cpu[0]
+    return _children_cpu
 
 
 def _add_children_cpu(seconds):
+    global _children_cpu
     with _children_cpu_lock:
-        _children_cpu[0] += seconds
+        _children_cpu += seconds
 
 
 def _server(env):
@@ -283,7 +284,7 @@ class ForkedProcess:
         return choice if isinstance(choice, int) else choice.fileno()
 
     def _await_status(self):
-        reply = json.loads(self._reply.next(None))
+        reply = json.loads(self._reply.next())
         self._reply.connection.close()
         _add_children_cpu(reply["cpu"])
         self.returncode = os.waitstatus_to_exitcode(reply["status"])
@@ -392,8 +393,7 @@ class _Lines:
         self.connection = connection
         self.data = b""
 
-    def next(self, timeout):
-        self.connection.settimeout(timeout)
+    def next(self):
         while b"\n" not in self.data:
             chunk = self.connection.recv(4096)
             if not chunk:

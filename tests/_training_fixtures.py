@@ -123,7 +123,8 @@ def subprocess_env(*, users_kernels=False, path_first=(), **extra):
 
 
 def run_python(code, timeout=240, **env):
-    """Runs `code` in a fresh interpreter; returns the CompletedProcess (asserting success)."""
+    """Runs `code` in a new interpreter (forked from tests/_preloaded_python.py's server);
+    returns the CompletedProcess (asserting success)."""
     result = _preloaded_python.run(
         [PYTHON, "-c", code],
         capture_output=True,
